@@ -1,0 +1,44 @@
+# openreg: the two commands are `make demo` and `make test`.
+# Both run `make setup` first, which installs only what is missing.
+PYTHON ?= python3
+APT_PACKAGES := bazel-bootstrap bazel-rules-java libgrpc++-dev \
+	protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
+	libgtest-dev libgmock-dev
+TORCH_VERSION := 2.13.0
+BAZEL ?= bazel
+
+.PHONY: setup apt-deps python-deps build install demo test bench clean
+
+setup: apt-deps python-deps build install
+
+apt-deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "setup: installing$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+python-deps:
+	@$(PYTHON) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(TORCH_VERSION)')" 2>/dev/null \
+	  || $(PYTHON) -m pip install -q "torch==$(TORCH_VERSION)"
+	@$(PYTHON) -c "import pytest" 2>/dev/null || $(PYTHON) -m pip install -q pytest
+
+build:
+	$(BAZEL) build //...
+
+# --no-deps/--no-build-isolation: never let pip pull another torch.
+install: build
+	$(PYTHON) -m pip install -q --no-deps --no-build-isolation ./python
+
+demo: setup
+	$(PYTHON) examples/demo.py
+
+test: setup
+	$(BAZEL) test //...
+
+bench: setup
+	$(PYTHON) bench/run.py
+
+clean:
+	$(BAZEL) clean

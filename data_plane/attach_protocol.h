@@ -1,0 +1,40 @@
+// The fixed-size messages exchanged on the attach socket. A client connects,
+// sends AttachHello; the daemon checks the peer's credentials, creates the
+// session and answers AttachWelcome with the session segment's fd attached.
+// The connection then stays open for the session's lifetime: its hang-up is
+// how each side learns that the other is gone.
+#ifndef OPENREG_DATA_PLANE_ATTACH_PROTOCOL_H_
+#define OPENREG_DATA_PLANE_ATTACH_PROTOCOL_H_
+
+#include <cstdint>
+#include <string>
+
+namespace openreg {
+
+inline constexpr uint32_t kAttachMagic = 0x4f524154;  // "ORAT"
+
+struct AttachHello {
+  uint32_t magic;
+  uint32_t protocol_version;
+  char client_name[64];
+};
+
+struct AttachWelcome {
+  uint32_t magic;
+  uint32_t protocol_version;
+  int32_t error_code;  // proto::ErrorCode; 0 = attached, fd attached
+  uint32_t device_count;
+  uint64_t session_id;
+  uint64_t token;
+  uint64_t segment_bytes;
+  char message[256];
+};
+
+// The attach socket sits next to the gRPC socket.
+inline std::string AttachSocketPath(const std::string& control_socket) {
+  return control_socket + ".attach";
+}
+
+}  // namespace openreg
+
+#endif  // OPENREG_DATA_PLANE_ATTACH_PROTOCOL_H_

@@ -1,0 +1,112 @@
+#include "data_plane/command_ring.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace openreg {
+namespace {
+
+struct RecordHeader {
+  uint32_t length;
+  uint32_t kind;
+};
+static_assert(sizeof(RecordHeader) == kRecordHeaderBytes);
+
+}  // namespace
+
+RingWriter::RingWriter(RingControl* control, char* buffer, uint64_t capacity)
+    : control_(control), buffer_(buffer), capacity_(capacity) {}
+
+uint64_t RingWriter::FreeBytes() const {
+  const uint64_t tail = control_->tail.Load();
+  const uint64_t head = control_->head.Load();
+  return capacity_ - (tail - head);
+}
+
+absl::Status RingWriter::TryWrite(const void* payload, uint64_t size) {
+  if (size > MaxPayload()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("command of ", size, " bytes exceeds the ring's limit of ",
+                     MaxPayload(), " bytes"));
+  }
+  uint64_t tail = control_->tail.Load();
+  const uint64_t need = RecordBytes(size);
+  const uint64_t offset = tail % capacity_;
+  const uint64_t to_end = capacity_ - offset;
+  const uint64_t padding = need > to_end ? to_end : 0;
+  if (padding + need > FreeBytes()) {
+    return absl::ResourceExhaustedError("command ring is full");
+  }
+  if (padding != 0) {
+    RecordHeader pad{static_cast<uint32_t>(padding - kRecordHeaderBytes),
+                     kRecordPadding};
+    std::memcpy(buffer_ + offset, &pad, sizeof(pad));
+    tail += padding;
+  }
+  RecordHeader header{static_cast<uint32_t>(size), kRecordData};
+  char* record = buffer_ + tail % capacity_;
+  std::memcpy(record, &header, sizeof(header));
+  std::memcpy(record + kRecordHeaderBytes, payload, size);
+  control_->tail.Advance(tail + need);
+  return absl::OkStatus();
+}
+
+absl::Status RingWriter::Write(const void* payload, uint64_t size,
+                               absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    absl::Status status = TryWrite(payload, size);
+    if (!absl::IsResourceExhausted(status)) return status;
+    const uint64_t head = control_->head.Load();
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return status;
+    control_->head.WaitForChange(head, std::min(left, absl::Milliseconds(50)));
+  }
+}
+
+RingReader::RingReader(RingControl* control, const char* buffer,
+                       uint64_t capacity)
+    : control_(control), buffer_(buffer), capacity_(capacity) {}
+
+bool RingReader::WaitForData(absl::Duration timeout) {
+  return control_->tail.WaitForChange(control_->head.Load(), timeout);
+}
+
+absl::Status RingReader::TryRead(std::string* payload) {
+  // The producer is untrusted: positions and lengths are checked before use
+  // and the payload is copied out before it is consumed.
+  uint64_t head = control_->head.Load();
+  while (true) {
+    const uint64_t tail = control_->tail.Load();
+    if (tail == head) return absl::UnavailableError("ring is empty");
+    if (tail < head || tail - head > capacity_ || tail % 8 != 0) {
+      return absl::DataLossError(absl::StrCat(
+          "command ring corrupted: head=", head, " tail=", tail));
+    }
+    const uint64_t offset = head % capacity_;
+    RecordHeader header;
+    std::memcpy(&header, buffer_ + offset, sizeof(header));
+    const uint64_t bytes = RecordBytes(header.length);
+    if (bytes > capacity_ - offset || bytes > tail - head) {
+      return absl::DataLossError(absl::StrCat(
+          "command ring corrupted: record of ", header.length,
+          " bytes at offset ", offset, " overruns the ring"));
+    }
+    if (header.kind == kRecordPadding) {
+      head += bytes;
+      control_->head.Advance(head);
+      continue;
+    }
+    if (header.kind != kRecordData) {
+      return absl::DataLossError(
+          absl::StrCat("command ring corrupted: record kind ", header.kind));
+    }
+    payload->assign(buffer_ + offset + kRecordHeaderBytes, header.length);
+    control_->head.Advance(head + bytes);
+    return absl::OkStatus();
+  }
+}
+
+}  // namespace openreg

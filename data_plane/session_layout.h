@@ -1,0 +1,125 @@
+// Layout of a session's shared-memory segment. The daemon creates the
+// segment (a memfd) at attach, zero-fills it, writes the header and passes
+// the fd to the client over the attach socket. Both sides map it MAP_SHARED.
+//
+//   [SessionHeader][StreamSlot x max_streams][EventSlot x max_events]
+//   [ring buffers: ring_bytes x max_streams]
+//   [reply areas: reply_bytes x max_streams]
+//   [staging area: staging_bytes]
+//
+// Streams: slot i < device_count is device i's default stream; other slots
+// are handed out by CreateStream. Each stream has a command ring (client ->
+// daemon), a completion counter (daemon -> client; the sequence number of
+// the last finished command), an error record and a reply area for
+// synchronous ops.
+#ifndef OPENREG_DATA_PLANE_SESSION_LAYOUT_H_
+#define OPENREG_DATA_PLANE_SESSION_LAYOUT_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "data_plane/command_ring.h"
+#include "data_plane/waitable_counter.h"
+
+namespace openreg {
+
+// Bumped whenever this layout, commands.proto or control.proto change in a
+// way that old peers cannot handle.
+inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint64_t kSessionMagic = 0x4f50454e52454731ull;  // OPENREG1
+
+struct SessionLimits {
+  uint32_t max_streams = 64;
+  uint32_t max_events = 4096;
+  uint64_t ring_bytes = 256 * 1024;
+  uint64_t reply_bytes = 256 * 1024;
+  uint64_t staging_bytes = 64ull * 1024 * 1024;
+};
+
+inline constexpr uint64_t kStagingChunkBytes = 4ull * 1024 * 1024;
+
+enum class StreamState : uint32_t {
+  kFree = 0,
+  kActive = 1,
+  kFaulted = 2,  // the daemon stopped reading this ring (corrupt input)
+};
+
+struct alignas(64) StreamSlot {
+  RingControl ring;
+  WaitableCounter completed;          // last finished command's sequence
+  std::atomic<uint32_t> state;        // StreamState
+  int32_t device;
+  int32_t priority;
+  // First unreported error on this stream. The daemon writes the text
+  // fields, then publishes error_code (release); the client reads and
+  // clears error_code after reporting it.
+  std::atomic<uint32_t> error_code;   // proto::ErrorCode, 0 = none
+  uint64_t error_sequence;
+  char error_op[64];
+  char error_message[448];
+  // Synchronous op replies: reply_size bytes of a serialized OpReply in the
+  // stream's reply area, valid once `completed` reaches reply_sequence.
+  uint64_t reply_sequence;
+  uint64_t reply_size;
+};
+
+struct alignas(64) EventSlot {
+  std::atomic<uint32_t> in_use;
+  uint32_t stream_slot;
+  // Set by the daemon when the stream reaches the RecordEvent command.
+  std::atomic<uint64_t> recorded_sequence;
+  std::atomic<uint64_t> timestamp_ns;  // CLOCK_MONOTONIC
+};
+
+struct alignas(64) SessionHeader {
+  uint64_t magic;
+  uint32_t protocol_version;
+  uint32_t device_count;
+  uint64_t session_id;
+  SessionLimits limits;
+  uint64_t stream_slots_offset;
+  uint64_t event_slots_offset;
+  uint64_t rings_offset;
+  uint64_t replies_offset;
+  uint64_t staging_offset;
+  uint64_t total_bytes;
+};
+
+// Offsets of every region for `limits`; the daemon fills a SessionHeader
+// from it and both sides use the header's values afterwards.
+SessionHeader ComputeSessionLayout(const SessionLimits& limits,
+                                   uint32_t device_count, uint64_t session_id);
+
+// Typed access to a mapped segment whose header has been validated.
+class SessionView {
+ public:
+  explicit SessionView(void* base) : base_(static_cast<char*>(base)) {}
+
+  SessionHeader* header() const {
+    return reinterpret_cast<SessionHeader*>(base_);
+  }
+  StreamSlot* stream(uint32_t slot) const {
+    return reinterpret_cast<StreamSlot*>(base_ +
+                                         header()->stream_slots_offset) +
+           slot;
+  }
+  EventSlot* event(uint32_t slot) const {
+    return reinterpret_cast<EventSlot*>(base_ + header()->event_slots_offset) +
+           slot;
+  }
+  char* ring_buffer(uint32_t slot) const {
+    return base_ + header()->rings_offset + slot * header()->limits.ring_bytes;
+  }
+  char* reply_area(uint32_t slot) const {
+    return base_ + header()->replies_offset +
+           slot * header()->limits.reply_bytes;
+  }
+  char* staging() const { return base_ + header()->staging_offset; }
+
+ private:
+  char* base_;
+};
+
+}  // namespace openreg
+
+#endif  // OPENREG_DATA_PLANE_SESSION_LAYOUT_H_

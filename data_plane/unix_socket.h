@@ -1,0 +1,46 @@
+// Small helpers around AF_UNIX stream sockets: the attach socket carries a
+// fixed-size hello/welcome exchange, the peer's credentials (SO_PEERCRED)
+// and the session segment's fd (SCM_RIGHTS). Its hang-up tells each side
+// that the other process is gone.
+#ifndef OPENREG_DATA_PLANE_UNIX_SOCKET_H_
+#define OPENREG_DATA_PLANE_UNIX_SOCKET_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace openreg {
+
+struct PeerCredentials {
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+};
+
+// Binds and listens on `path` (which must not exist). Returns the fd.
+absl::StatusOr<int> ListenUnix(const std::string& path);
+
+// Connects to `path`. Returns the fd.
+absl::StatusOr<int> ConnectUnix(const std::string& path);
+
+absl::StatusOr<PeerCredentials> GetPeerCredentials(int fd);
+
+// Sends all `size` bytes, attaching `fd_to_send` when it is >= 0.
+absl::Status SendMessage(int socket, const void* data, size_t size,
+                         int fd_to_send = -1);
+
+// Receives exactly `size` bytes within `timeout`; stores a passed fd in
+// *received_fd (or -1) when received_fd is not null.
+absl::Status ReceiveMessage(int socket, void* data, size_t size,
+                            absl::Duration timeout, int* received_fd = nullptr);
+
+// True when the peer has closed its end (or the socket failed).
+bool PeerHungUp(int socket);
+
+}  // namespace openreg
+
+#endif  // OPENREG_DATA_PLANE_UNIX_SOCKET_H_

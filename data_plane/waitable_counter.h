@@ -1,0 +1,44 @@
+// A monotonically increasing 64-bit counter in shared memory that one
+// process advances and other processes wait on: spin briefly, then sleep on
+// a futex. Waking costs a syscall only when somebody sleeps.
+#ifndef OPENREG_DATA_PLANE_WAITABLE_COUNTER_H_
+#define OPENREG_DATA_PLANE_WAITABLE_COUNTER_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/time/time.h"
+
+namespace openreg {
+
+// Lives in shared memory: trivially constructible, zero-initialized by the
+// segment's creator, no pointers.
+struct alignas(64) WaitableCounter {
+  std::atomic<uint64_t> value;
+  std::atomic<uint32_t> futex_word;  // bumped on an advance with sleepers
+  std::atomic<uint32_t> sleepers;
+
+  uint64_t Load() const { return value.load(std::memory_order_acquire); }
+
+  // Publishes `new_value` (>= the current value) and wakes sleepers.
+  void Advance(uint64_t new_value);
+
+  // Waits until value >= target or `timeout` passes. Returns whether the
+  // target was reached. Spins for `spin` first (0 to sleep at once).
+  bool WaitForAtLeast(uint64_t target, absl::Duration timeout,
+                      absl::Duration spin = absl::Microseconds(20));
+
+  // Waits until value != observed or `timeout` passes.
+  bool WaitForChange(uint64_t observed, absl::Duration timeout,
+                     absl::Duration spin = absl::Microseconds(20));
+
+  // Wakes sleepers without changing the value (used to stop waiters).
+  void WakeAll();
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free,
+              "shared-memory counters must be lock-free");
+
+}  // namespace openreg
+
+#endif  // OPENREG_DATA_PLANE_WAITABLE_COUNTER_H_

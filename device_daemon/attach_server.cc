@@ -1,0 +1,232 @@
+#include "device_daemon/attach_server.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "data_plane/session_layout.h"
+#include "data_plane/unix_socket.h"
+#include "device_daemon/log.h"
+#include "protos/control.pb.h"
+
+namespace openreg {
+namespace {
+
+// A client must send its hello this soon after connecting.
+constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
+// Once poll says the hello is there, reading it must not take longer.
+constexpr absl::Duration kHelloReadTimeout = absl::Milliseconds(500);
+
+template <size_t N>
+void CopyText(char (&field)[N], const std::string& text) {
+  const size_t length = std::min(text.size(), N - 1);
+  std::memcpy(field, text.data(), length);
+  field[length] = '\0';
+}
+
+AttachWelcome BaseWelcome(uint32_t device_count) {
+  AttachWelcome welcome;
+  std::memset(&welcome, 0, sizeof(welcome));
+  welcome.magic = kAttachMagic;
+  welcome.protocol_version = kProtocolVersion;
+  welcome.device_count = device_count;
+  return welcome;
+}
+
+}  // namespace
+
+AttachServer::AttachServer(SessionRegistry* registry, std::string socket_path,
+                           uint32_t device_count)
+    : registry_(registry),
+      socket_path_(std::move(socket_path)),
+      device_count_(device_count),
+      daemon_uid_(getuid()) {}
+
+AttachServer::~AttachServer() { Stop(); }
+
+absl::Status AttachServer::Start() {
+  absl::StatusOr<int> listen_fd = ListenUnix(socket_path_);
+  if (!listen_fd.ok()) return listen_fd.status();
+  listen_fd_ = *listen_fd;
+  // Only this user may connect; SO_PEERCRED is checked as well.
+  chmod(socket_path_.c_str(), 0600);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0) {
+    return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
+  }
+  thread_ = std::thread([this] { Loop(); });
+  return absl::OkStatus();
+}
+
+void AttachServer::Stop() {
+  if (thread_.joinable()) {
+    const uint64_t one = 1;
+    ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+    (void)ignored;
+    thread_.join();
+  }
+  for (const auto& [fd, connection] : connections_) close(fd);
+  connections_.clear();
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    listen_fd_ = -1;
+    unlink(socket_path_.c_str());
+  }
+  if (wake_fd_ >= 0) {
+    close(wake_fd_);
+    wake_fd_ = -1;
+  }
+}
+
+void AttachServer::Loop() {
+  std::vector<pollfd> fds;
+  while (true) {
+    fds.clear();
+    fds.push_back({wake_fd_, POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (const auto& [fd, connection] : connections_) {
+      fds.push_back({fd, POLLIN | POLLRDHUP, 0});
+    }
+    const int ready = poll(fds.data(), fds.size(), /*timeout_ms=*/1000);
+    if (ready < 0 && errno != EINTR) {
+      Log(LogLevel::kError, "attach socket poll: ", std::strerror(errno));
+      return;
+    }
+    if (fds[0].revents != 0) return;  // Stop()
+    if (fds[1].revents & POLLIN) Accept();
+    const absl::Time now = absl::Now();
+    for (size_t i = 2; i < fds.size(); ++i) {
+      const int fd = fds[i].fd;
+      auto connection = connections_.find(fd);
+      if (connection == connections_.end()) continue;
+      const short events = fds[i].revents;
+      if (connection->second.session_id == 0) {
+        if (events & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) {
+          Attach(fd);
+        } else if (now - connection->second.accepted > kHelloTimeout) {
+          Disconnect(fd, "no hello");
+        }
+        continue;
+      }
+      if (events & (POLLHUP | POLLERR | POLLRDHUP)) {
+        Disconnect(fd, "client disconnected");
+      } else if (events & POLLIN) {
+        // Nothing is expected after the welcome; drain and ignore it, but
+        // notice an orderly shutdown.
+        char scratch[256];
+        const ssize_t got = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+          Disconnect(fd, "client disconnected");
+        }
+      }
+    }
+  }
+}
+
+void AttachServer::Accept() {
+  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) {
+    if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
+      Log(LogLevel::kWarning,
+          "accept on attach socket: ", std::strerror(errno));
+    }
+    return;
+  }
+  connections_[fd] = Connection{0, absl::Now()};
+}
+
+void AttachServer::SendRefusal(int fd, int32_t error_code,
+                               const std::string& message) {
+  AttachWelcome welcome = BaseWelcome(device_count_);
+  welcome.error_code = error_code;
+  CopyText(welcome.message, message);
+  SendMessage(fd, &welcome, sizeof(welcome)).IgnoreError();
+  Log(LogLevel::kInfo, "refused attach: ", message);
+}
+
+void AttachServer::Attach(int fd) {
+  // From here on the connection either becomes a session or is closed.
+  connections_.erase(fd);
+  absl::StatusOr<PeerCredentials> peer = GetPeerCredentials(fd);
+  if (!peer.ok()) {
+    close(fd);
+    return;
+  }
+  if (peer->uid != daemon_uid_) {
+    SendRefusal(
+        fd, proto::PERMISSION_DENIED,
+        absl::StrCat("uid ", peer->uid,
+                     " may not use the openreg-daemon of uid ", daemon_uid_));
+    close(fd);
+    return;
+  }
+  AttachHello hello;
+  std::memset(&hello, 0, sizeof(hello));
+  if (!ReceiveMessage(fd, &hello, sizeof(hello), kHelloReadTimeout).ok()) {
+    close(fd);
+    return;
+  }
+  if (hello.magic != kAttachMagic) {
+    SendRefusal(fd, proto::INVALID_VALUE,
+                "not an openreg attach request (bad magic)");
+    close(fd);
+    return;
+  }
+  if (hello.protocol_version != kProtocolVersion) {
+    SendRefusal(fd, proto::VERSION_MISMATCH,
+                absl::StrCat("client protocol ", hello.protocol_version,
+                             ", daemon protocol ", kProtocolVersion,
+                             ": install matching torch_openreg and "
+                             "openreg-daemon"));
+    close(fd);
+    return;
+  }
+  hello.client_name[sizeof(hello.client_name) - 1] = '\0';
+  const std::string client_name(hello.client_name);
+  absl::StatusOr<std::shared_ptr<Session>> session =
+      registry_->Create(*peer, client_name);
+  if (!session.ok()) {
+    SendRefusal(
+        fd, proto::RESOURCE_EXHAUSTED,
+        absl::StrCat("cannot create a session: ", session.status().message()));
+    close(fd);
+    return;
+  }
+  AttachWelcome welcome = BaseWelcome(device_count_);
+  welcome.session_id = (*session)->id();
+  welcome.token = (*session)->token();
+  welcome.segment_bytes = (*session)->segment().size();
+  const absl::Status sent =
+      SendMessage(fd, &welcome, sizeof(welcome), (*session)->segment().fd());
+  if (!sent.ok()) {
+    registry_->Remove((*session)->id(), "welcome could not be sent")
+        .IgnoreError();
+    close(fd);
+    return;
+  }
+  connections_[fd] = Connection{(*session)->id(), absl::Now()};
+  Log(LogLevel::kInfo, "attached session ", (*session)->id(), " (pid ",
+      peer->pid, ", '", client_name, "')");
+}
+
+void AttachServer::Disconnect(int fd, const char* reason) {
+  auto connection = connections_.find(fd);
+  if (connection != connections_.end()) {
+    if (connection->second.session_id != 0) {
+      // NotFound when the client detached through the control plane first.
+      registry_->Remove(connection->second.session_id, reason).IgnoreError();
+    }
+    connections_.erase(connection);
+  }
+  close(fd);
+}
+
+}  // namespace openreg

@@ -1,0 +1,67 @@
+// The attach socket: where a client proves who it is (SO_PEERCRED), gets
+// its session and receives the session segment's fd (SCM_RIGHTS). The
+// connection then stays open for the session's lifetime; its hang-up —
+// clean exit, crash or kill -9 — is how the daemon learns the client is
+// gone and tears the session down.
+//
+// One thread polls the listening socket, every connection and a wake-up
+// eventfd.
+#ifndef OPENREG_DEVICE_DAEMON_ATTACH_SERVER_H_
+#define OPENREG_DEVICE_DAEMON_ATTACH_SERVER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "data_plane/attach_protocol.h"
+#include "device_daemon/session_registry.h"
+
+namespace openreg {
+
+class AttachServer {
+ public:
+  // `registry` must outlive the server.
+  AttachServer(SessionRegistry* registry, std::string socket_path,
+               uint32_t device_count);
+  AttachServer(const AttachServer&) = delete;
+  AttachServer& operator=(const AttachServer&) = delete;
+  ~AttachServer();  // Stop()
+
+  // Listens on `socket_path` (which must not exist) and starts the thread.
+  absl::Status Start();
+  // Stops the thread, closes every connection and removes the socket file.
+  // Sessions are not closed here (the registry owns them).
+  void Stop();
+
+ private:
+  struct Connection {
+    uint64_t session_id = 0;  // 0 until attached
+    absl::Time accepted;
+  };
+
+  void Loop();
+  void Accept();
+  // Reads AttachHello, checks it and answers; keeps the connection when a
+  // session was created.
+  void Attach(int fd);
+  void SendRefusal(int fd, int32_t error_code, const std::string& message);
+  void Disconnect(int fd, const char* reason);
+
+  SessionRegistry* const registry_;
+  const std::string socket_path_;
+  const uint32_t device_count_;
+  const uid_t daemon_uid_;
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: Stop() writes to end the loop
+  std::thread thread_;
+  std::map<int, Connection> connections_;  // only touched by the thread
+};
+
+}  // namespace openreg
+
+#endif  // OPENREG_DEVICE_DAEMON_ATTACH_SERVER_H_

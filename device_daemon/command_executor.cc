@@ -1,0 +1,242 @@
+#include "device_daemon/command_executor.h"
+
+#include <time.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "device_daemon/errors.h"
+#include "device_daemon/session.h"
+
+namespace openreg {
+namespace {
+
+// Long waits are cut into slices of this length so that teardown is
+// noticed promptly.
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+
+uint64_t MonotonicNanoseconds() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull +
+         static_cast<uint64_t>(now.tv_nsec);
+}
+
+// The staging area is client-writable memory inside the segment; only its
+// bounds need checking.
+absl::StatusOr<char*> StagingRange(const Session& session, uint64_t offset,
+                                   uint64_t size) {
+  const uint64_t staging_bytes = session.limits().staging_bytes;
+  if (offset > staging_bytes || size > staging_bytes - offset) {
+    return InvalidValueError(
+        absl::StrCat("staging range [", offset, ", ", offset, " + ", size,
+                     ") is outside the ", staging_bytes, "-byte staging area"));
+  }
+  return session.staging() + offset;
+}
+
+}  // namespace
+
+std::string CommandName(const proto::Command& command) {
+  switch (command.body_case()) {
+    case proto::Command::kLaunch: {
+      const proto::LaunchOp& launch = command.launch();
+      return launch.overload().empty()
+                 ? launch.name()
+                 : absl::StrCat(launch.name(), ".", launch.overload());
+    }
+    case proto::Command::kH2D:
+      return "copy_host_to_device";
+    case proto::Command::kD2H:
+      return "copy_device_to_host";
+    case proto::Command::kD2D:
+      return "copy_device_to_device";
+    case proto::Command::kMemset:
+      return "memset";
+    case proto::Command::kRecordEvent:
+      return "record_event";
+    case proto::Command::kWaitStream:
+      return "wait_stream";
+    case proto::Command::kFree:
+      return "free";
+    case proto::Command::BODY_NOT_SET:
+      break;
+  }
+  return "command";
+}
+
+CommandExecutor::CommandExecutor(Devices* devices, OpRunner* op_runner)
+    : devices_(devices), op_runner_(op_runner), fault_hook_(&no_faults_) {}
+
+void CommandExecutor::SetFaultHook(FaultHook* hook) {
+  fault_hook_.store(hook != nullptr ? hook : &no_faults_,
+                    std::memory_order_release);
+}
+
+absl::Status CommandExecutor::Execute(const StreamContext& context,
+                                      const proto::Command& command) {
+  absl::Status injected =
+      fault_hook_.load(std::memory_order_acquire)
+          ->BeforeCommand(*context.session, context.slot_index, command);
+  if (!injected.ok()) return injected;
+  switch (command.body_case()) {
+    case proto::Command::kLaunch:
+      return Launch(context, command.launch(), command.sequence());
+    case proto::Command::kH2D:
+      return CopyHostToDevice(context, command.h2d());
+    case proto::Command::kD2H:
+      return CopyDeviceToHost(context, command.d2h());
+    case proto::Command::kD2D:
+      return CopyDeviceToDevice(context, command.d2d());
+    case proto::Command::kMemset:
+      return Memset(context, command.memset());
+    case proto::Command::kRecordEvent:
+      return RecordEvent(context, command.record_event(), command.sequence());
+    case proto::Command::kWaitStream:
+      return WaitStream(context, command.wait_stream(), command.sequence());
+    case proto::Command::kFree:
+      return FreeMemory(context, command.free(), command.sequence());
+    case proto::Command::BODY_NOT_SET:
+      break;
+  }
+  return InvalidValueError("command has no body (unknown command type?)");
+}
+
+absl::Status CommandExecutor::CopyHostToDevice(
+    const StreamContext& context, const proto::CopyHostToDevice& copy) {
+  absl::StatusOr<char*> source =
+      StagingRange(*context.session, copy.staging_offset(), copy.size());
+  if (!source.ok()) return source.status();
+  absl::StatusOr<PinnedRange> destination =
+      context.session->PinRange(copy.dst(), copy.size());
+  if (!destination.ok()) return destination.status();
+  if (copy.size() != 0) std::memcpy(destination->data, *source, copy.size());
+  devices_->counters(context.device).copies_executed.fetch_add(1);
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::CopyDeviceToHost(
+    const StreamContext& context, const proto::CopyDeviceToHost& copy) {
+  absl::StatusOr<PinnedRange> source =
+      context.session->PinRange(copy.src(), copy.size());
+  if (!source.ok()) return source.status();
+  absl::StatusOr<char*> destination =
+      StagingRange(*context.session, copy.staging_offset(), copy.size());
+  if (!destination.ok()) return destination.status();
+  if (copy.size() != 0) std::memcpy(*destination, source->data, copy.size());
+  devices_->counters(context.device).copies_executed.fetch_add(1);
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::CopyDeviceToDevice(
+    const StreamContext& context, const proto::CopyDeviceToDevice& copy) {
+  absl::StatusOr<PinnedRange> source =
+      context.session->PinRange(copy.src(), copy.size());
+  if (!source.ok()) return source.status();
+  absl::StatusOr<PinnedRange> destination =
+      context.session->PinRange(copy.dst(), copy.size());
+  if (!destination.ok()) return destination.status();
+  // The ranges may overlap (a shift within one allocation).
+  if (copy.size() != 0) {
+    std::memmove(destination->data, source->data, copy.size());
+  }
+  devices_->counters(context.device).copies_executed.fetch_add(1);
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::Memset(const StreamContext& context,
+                                     const proto::Memset& set) {
+  absl::StatusOr<PinnedRange> destination =
+      context.session->PinRange(set.dst(), set.size());
+  if (!destination.ok()) return destination.status();
+  if (set.size() != 0) {
+    std::memset(destination->data, static_cast<unsigned char>(set.value()),
+                set.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::RecordEvent(const StreamContext& context,
+                                          const proto::RecordEvent& record,
+                                          uint64_t sequence) {
+  Session& session = *context.session;
+  if (record.event_slot() >= session.limits().max_events ||
+      !session.IsEventLive(record.event_slot())) {
+    return InvalidHandleError(absl::StrCat("event ", record.event_slot(),
+                                           " does not exist in this session"));
+  }
+  EventSlot* event = session.event_slot(record.event_slot());
+  event->stream_slot = context.slot_index;
+  event->timestamp_ns.store(MonotonicNanoseconds(), std::memory_order_relaxed);
+  // Published last: a reader that sees the sequence sees the timestamp.
+  event->recorded_sequence.store(sequence, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::WaitStream(const StreamContext& context,
+                                         const proto::WaitStream& wait,
+                                         uint64_t sequence) {
+  Session& session = *context.session;
+  const uint32_t target_slot = wait.stream_slot();
+  if (target_slot >= session.limits().max_streams ||
+      !session.IsStreamAlive(target_slot)) {
+    return InvalidHandleError(absl::StrCat(
+        "stream ", target_slot, " is not a live stream of this session"));
+  }
+  if (target_slot == context.slot_index) {
+    // Everything before this command has completed; anything later never
+    // would, since this stream is the one waiting.
+    if (wait.sequence() >= sequence) {
+      return InvalidValueError(absl::StrCat(
+          "stream ", target_slot, " cannot wait for its own command ",
+          wait.sequence(), " from command ", sequence));
+    }
+    return absl::OkStatus();
+  }
+  WaitableCounter& completed = session.stream_slot(target_slot)->completed;
+  while (completed.Load() < wait.sequence()) {
+    if (context.stop_requested()) {
+      return absl::CancelledError("stream stopped while waiting");
+    }
+    if (!session.IsStreamAlive(target_slot)) {
+      return MakeError(
+          proto::INVALID_HANDLE,
+          absl::StrCat("stream ", target_slot,
+                       " stopped (destroyed or faulted) before completing "
+                       "command ",
+                       wait.sequence()));
+    }
+    completed.WaitForAtLeast(wait.sequence(), kWaitSlice);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::FreeMemory(const StreamContext& context,
+                                         const proto::FreeMemory& free,
+                                         uint64_t sequence) {
+  for (const proto::WaitStream& fence : free.fences()) {
+    absl::Status waited = WaitStream(context, fence, sequence);
+    if (!waited.ok()) return waited;
+  }
+  return context.session->Free(free.address());
+}
+
+absl::Status CommandExecutor::Launch(const StreamContext& context,
+                                     const proto::LaunchOp& launch,
+                                     uint64_t sequence) {
+  DeviceCounters& counters = devices_->counters(context.device);
+  if (op_runner_ == nullptr) {
+    return MakeError(proto::INTERNAL, "this daemon cannot run ops");
+  }
+  absl::Status status = op_runner_->Run(context, launch, sequence);
+  if (status.ok()) {
+    counters.kernels_executed.fetch_add(1);
+  } else {
+    counters.kernel_failures.fetch_add(1);
+  }
+  return status;
+}
+
+}  // namespace openreg

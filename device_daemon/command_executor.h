@@ -1,0 +1,65 @@
+// The single place every data-plane command passes through: validates the
+// command against the session, runs it (copies, memset, events, waits,
+// stream-ordered frees, op launches) and counts it per device. Stream
+// workers call it; it never trusts anything in the command or the segment.
+#ifndef OPENREG_DEVICE_DAEMON_COMMAND_EXECUTOR_H_
+#define OPENREG_DEVICE_DAEMON_COMMAND_EXECUTOR_H_
+
+#include <atomic>
+#include <string>
+
+#include "absl/status/status.h"
+#include "device_daemon/devices.h"
+#include "device_daemon/fault_hook.h"
+#include "device_daemon/op_runner.h"
+#include "device_daemon/stream_context.h"
+#include "protos/commands.pb.h"
+
+namespace openreg {
+
+// A short name for error records: "copy_host_to_device", "aten::add.Tensor".
+std::string CommandName(const proto::Command& command);
+
+class CommandExecutor {
+ public:
+  // `devices` and `op_runner` must outlive the executor.
+  CommandExecutor(Devices* devices, OpRunner* op_runner);
+
+  // Installs `hook` (not owned; null restores the no-op hook). Meant to be
+  // set before sessions exist.
+  void SetFaultHook(FaultHook* hook);
+
+  // Runs `command` on the stream described by `context`. The caller
+  // advances the stream's completion counter afterwards, whatever the
+  // result, and records a non-OK result as the stream's error.
+  absl::Status Execute(const StreamContext& context,
+                       const proto::Command& command);
+
+ private:
+  absl::Status CopyHostToDevice(const StreamContext& context,
+                                const proto::CopyHostToDevice& copy);
+  absl::Status CopyDeviceToHost(const StreamContext& context,
+                                const proto::CopyDeviceToHost& copy);
+  absl::Status CopyDeviceToDevice(const StreamContext& context,
+                                  const proto::CopyDeviceToDevice& copy);
+  absl::Status Memset(const StreamContext& context, const proto::Memset& set);
+  absl::Status RecordEvent(const StreamContext& context,
+                           const proto::RecordEvent& record, uint64_t sequence);
+  // Blocks until stream `wait.stream_slot()` has completed
+  // `wait.sequence()`, in slices so that a stop request is noticed.
+  absl::Status WaitStream(const StreamContext& context,
+                          const proto::WaitStream& wait, uint64_t sequence);
+  absl::Status FreeMemory(const StreamContext& context,
+                          const proto::FreeMemory& free, uint64_t sequence);
+  absl::Status Launch(const StreamContext& context,
+                      const proto::LaunchOp& launch, uint64_t sequence);
+
+  Devices* const devices_;
+  OpRunner* const op_runner_;
+  NoFaults no_faults_;
+  std::atomic<FaultHook*> fault_hook_;
+};
+
+}  // namespace openreg
+
+#endif  // OPENREG_DEVICE_DAEMON_COMMAND_EXECUTOR_H_

@@ -1,0 +1,204 @@
+#include "device_daemon/control_service.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "data_plane/session_layout.h"
+#include "device_daemon/errors.h"
+
+namespace openreg {
+namespace {
+
+absl::Status InvalidDevice(int device, int count) {
+  return InvalidDeviceError(absl::StrCat(
+      "invalid device ", device, ": the daemon has ", count, " devices"));
+}
+
+// Runs `body` with the session named by `ref`, or reports INVALID_HANDLE in
+// `status`.
+template <typename Body>
+void WithSession(SessionRegistry* registry, const proto::SessionRef& ref,
+                 proto::Status* status, Body body) {
+  absl::StatusOr<std::shared_ptr<Session>> session = registry->Find(ref);
+  if (!session.ok()) {
+    ToProtoStatus(session.status(), status);
+    return;
+  }
+  ToProtoStatus(body(**session), status);
+}
+
+}  // namespace
+
+ControlService::ControlService(Devices* devices, SessionRegistry* registry,
+                               std::string attach_socket)
+    : devices_(devices),
+      registry_(registry),
+      attach_socket_(std::move(attach_socket)) {}
+
+grpc::Status ControlService::Handshake(grpc::ServerContext*,
+                                       const proto::HandshakeRequest* request,
+                                       proto::HandshakeReply* reply) {
+  reply->set_protocol_version(kProtocolVersion);
+  reply->set_daemon_version(kDaemonVersion);
+  reply->set_device_count(devices_->count());
+  reply->set_daemon_pid(static_cast<int32_t>(getpid()));
+  reply->set_attach_socket(attach_socket_);
+  if (request->protocol_version() != kProtocolVersion) {
+    ToProtoStatus(
+        MakeError(proto::VERSION_MISMATCH,
+                  absl::StrCat("client protocol ", request->protocol_version(),
+                               ", daemon protocol ", kProtocolVersion,
+                               ": install matching torch_openreg and "
+                               "openreg-daemon")),
+        reply->mutable_status());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::Detach(grpc::ServerContext*,
+                                    const proto::DetachRequest* request,
+                                    proto::DetachReply* reply) {
+  absl::StatusOr<std::shared_ptr<Session>> session =
+      registry_->Find(request->session());
+  if (!session.ok()) {
+    ToProtoStatus(session.status(), reply->mutable_status());
+    return grpc::Status::OK;
+  }
+  absl::Status removed = registry_->Remove((*session)->id(), "detach request");
+  if (!removed.ok()) {
+    // Lost a race with the attach connection's hang-up: already gone.
+    ToProtoStatus(InvalidHandleError(removed.message()),
+                  reply->mutable_status());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::GetDeviceProperties(
+    grpc::ServerContext*, const proto::GetDevicePropertiesRequest* request,
+    proto::GetDevicePropertiesReply* reply) {
+  if (!devices_->IsValid(request->device())) {
+    ToProtoStatus(InvalidDevice(request->device(), devices_->count()),
+                  reply->mutable_status());
+    return grpc::Status::OK;
+  }
+  proto::DeviceProperties* properties = reply->mutable_properties();
+  properties->set_index(request->device());
+  properties->set_name("openreg emulated device");
+  properties->set_total_memory(devices_->memory_per_device());
+  properties->set_multiprocessor_count(
+      static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency())));
+  properties->set_major(1);
+  properties->set_minor(0);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::Allocate(grpc::ServerContext*,
+                                      const proto::AllocateRequest* request,
+                                      proto::AllocateReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<uint64_t> address =
+                    session.Allocate(request->device(), request->size());
+                if (devices_->IsValid(request->device())) {
+                  const ArenaStats stats =
+                      devices_->arena(request->device()).Stats();
+                  reply->set_free_bytes(stats.free_bytes);
+                  reply->set_total_bytes(stats.capacity);
+                }
+                if (!address.ok()) return address.status();
+                reply->set_address(*address);
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::Free(grpc::ServerContext*,
+                                  const proto::FreeRequest* request,
+                                  proto::FreeReply* reply) {
+  WithSession(
+      registry_, request->session(), reply->mutable_status(),
+      [&](Session& session) { return session.Free(request->address()); });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::CreateStream(
+    grpc::ServerContext*, const proto::CreateStreamRequest* request,
+    proto::CreateStreamReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<uint32_t> slot = session.CreateStream(
+                    request->device(), request->priority());
+                if (!slot.ok()) return slot.status();
+                reply->set_slot(*slot);
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::DestroyStream(
+    grpc::ServerContext*, const proto::DestroyStreamRequest* request,
+    proto::DestroyStreamReply* reply) {
+  WithSession(
+      registry_, request->session(), reply->mutable_status(),
+      [&](Session& session) { return session.DestroyStream(request->slot()); });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::CreateEvent(
+    grpc::ServerContext*, const proto::CreateEventRequest* request,
+    proto::CreateEventReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<uint32_t> slot = session.CreateEvent(
+                    request->device(), request->enable_timing());
+                if (!slot.ok()) return slot.status();
+                reply->set_slot(*slot);
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::DestroyEvent(
+    grpc::ServerContext*, const proto::DestroyEventRequest* request,
+    proto::DestroyEventReply* reply) {
+  WithSession(
+      registry_, request->session(), reply->mutable_status(),
+      [&](Session& session) { return session.DestroyEvent(request->slot()); });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::GetStats(grpc::ServerContext*,
+                                      const proto::GetStatsRequest*,
+                                      proto::GetStatsReply* reply) {
+  for (int device = 0; device < devices_->count(); ++device) {
+    const ArenaStats arena = devices_->arena(device).Stats();
+    const DeviceCounters& counters = devices_->counters(device);
+    proto::DeviceStats* stats = reply->add_devices();
+    stats->set_device(device);
+    stats->set_total_bytes(arena.capacity);
+    stats->set_allocated_bytes(arena.allocated_bytes);
+    stats->set_free_bytes(arena.free_bytes);
+    stats->set_largest_free_block(arena.largest_free_block);
+    stats->set_allocation_count(arena.allocation_count);
+    stats->set_kernels_executed(counters.kernels_executed.load());
+    stats->set_copies_executed(counters.copies_executed.load());
+    stats->set_kernel_failures(counters.kernel_failures.load());
+  }
+  for (const std::shared_ptr<Session>& session : registry_->Snapshot()) {
+    const SessionStatsSnapshot snapshot = session->Stats();
+    proto::SessionStats* stats = reply->add_sessions();
+    stats->set_session_id(snapshot.id);
+    stats->set_pid(snapshot.pid);
+    stats->set_allocated_bytes(snapshot.allocated_bytes);
+    stats->set_streams(snapshot.streams);
+    stats->set_commands_executed(snapshot.commands_executed);
+  }
+  reply->set_sessions_served(registry_->sessions_served());
+  return grpc::Status::OK;
+}
+
+}  // namespace openreg

@@ -1,0 +1,67 @@
+// The gRPC control plane (DeviceDaemon in protos/control.proto): version
+// handshake, device properties, memory, streams, events and statistics.
+// Per-op traffic never comes here; it goes through the command rings.
+//
+// Errors travel in each reply's `status` field (ErrorCode + message); the
+// gRPC status stays OK so that clients have one error path.
+#ifndef OPENREG_DEVICE_DAEMON_CONTROL_SERVICE_H_
+#define OPENREG_DEVICE_DAEMON_CONTROL_SERVICE_H_
+
+#include <string>
+
+#include "device_daemon/devices.h"
+#include "device_daemon/session_registry.h"
+#include "protos/control.grpc.pb.h"
+
+namespace openreg {
+
+// Reported in HandshakeReply.daemon_version.
+inline constexpr char kDaemonVersion[] = "0.1.0";
+
+class ControlService final : public proto::DeviceDaemon::Service {
+ public:
+  // `devices` and `registry` must outlive the service.
+  ControlService(Devices* devices, SessionRegistry* registry,
+                 std::string attach_socket);
+
+  grpc::Status Handshake(grpc::ServerContext* context,
+                         const proto::HandshakeRequest* request,
+                         proto::HandshakeReply* reply) override;
+  grpc::Status Detach(grpc::ServerContext* context,
+                      const proto::DetachRequest* request,
+                      proto::DetachReply* reply) override;
+  grpc::Status GetDeviceProperties(
+      grpc::ServerContext* context,
+      const proto::GetDevicePropertiesRequest* request,
+      proto::GetDevicePropertiesReply* reply) override;
+  grpc::Status Allocate(grpc::ServerContext* context,
+                        const proto::AllocateRequest* request,
+                        proto::AllocateReply* reply) override;
+  grpc::Status Free(grpc::ServerContext* context,
+                    const proto::FreeRequest* request,
+                    proto::FreeReply* reply) override;
+  grpc::Status CreateStream(grpc::ServerContext* context,
+                            const proto::CreateStreamRequest* request,
+                            proto::CreateStreamReply* reply) override;
+  grpc::Status DestroyStream(grpc::ServerContext* context,
+                             const proto::DestroyStreamRequest* request,
+                             proto::DestroyStreamReply* reply) override;
+  grpc::Status CreateEvent(grpc::ServerContext* context,
+                           const proto::CreateEventRequest* request,
+                           proto::CreateEventReply* reply) override;
+  grpc::Status DestroyEvent(grpc::ServerContext* context,
+                            const proto::DestroyEventRequest* request,
+                            proto::DestroyEventReply* reply) override;
+  grpc::Status GetStats(grpc::ServerContext* context,
+                        const proto::GetStatsRequest* request,
+                        proto::GetStatsReply* reply) override;
+
+ private:
+  Devices* const devices_;
+  SessionRegistry* const registry_;
+  const std::string attach_socket_;
+};
+
+}  // namespace openreg
+
+#endif  // OPENREG_DEVICE_DAEMON_CONTROL_SERVICE_H_

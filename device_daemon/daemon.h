@@ -1,0 +1,85 @@
+// openreg-daemon as an object: the devices, the sessions, the attach
+// socket and the gRPC control server, started and stopped together. main()
+// adds flags and signals; tests run a Daemon in-process.
+#ifndef OPENREG_DEVICE_DAEMON_DAEMON_H_
+#define OPENREG_DEVICE_DAEMON_DAEMON_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "data_plane/session_layout.h"
+#include "device_daemon/attach_server.h"
+#include "device_daemon/command_executor.h"
+#include "device_daemon/control_service.h"
+#include "device_daemon/devices.h"
+#include "device_daemon/instance_lock.h"
+#include "device_daemon/op_runner.h"
+#include "device_daemon/session_registry.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace openreg {
+
+struct DaemonOptions {
+  int devices = 2;
+  uint64_t memory_per_device = 2ull << 30;
+  std::string socket_path;  // gRPC socket; the attach socket sits next to it
+  // Exit after this long without any attached session; zero = never.
+  absl::Duration idle_exit = absl::ZeroDuration();
+  SessionLimits session_limits;
+};
+
+class Daemon {
+ public:
+  // Takes the single-instance lock, removes stale socket files, reserves
+  // device memory and starts both servers. Fails with kAlreadyExists when
+  // another daemon serves the socket.
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(
+      const DaemonOptions& options);
+
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+  ~Daemon();  // Shutdown()
+
+  // Blocks until a signal can be read from `signal_fd` (a signalfd; -1 for
+  // none), RequestStop() is called or the idle limit is reached.
+  void Run(int signal_fd);
+  // Makes Run() return. Thread-safe.
+  void RequestStop();
+  // Stops accepting clients, ends every session and removes the socket
+  // files. Idempotent.
+  void Shutdown();
+
+  const std::string& socket_path() const { return options_.socket_path; }
+  std::string attach_socket_path() const;
+  Devices& devices() { return *devices_; }
+  SessionRegistry& registry() { return *registry_; }
+  CommandExecutor& executor() { return *executor_; }
+
+ private:
+  Daemon(const DaemonOptions& options, InstanceLock lock);
+  absl::Status StartServers();
+
+  const DaemonOptions options_;
+  // Declared first so that it is released last, after the sockets are gone.
+  InstanceLock lock_;
+  int stop_fd_ = -1;  // eventfd written by RequestStop()
+  std::unique_ptr<Devices> devices_;
+  std::unique_ptr<OpRunner> op_runner_;
+  std::unique_ptr<CommandExecutor> executor_;
+  std::unique_ptr<SessionRegistry> registry_;
+  std::unique_ptr<ControlService> control_service_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<AttachServer> attach_server_;
+  bool shut_down_ = false;
+};
+
+}  // namespace openreg
+
+#endif  // OPENREG_DEVICE_DAEMON_DAEMON_H_

@@ -1,0 +1,26 @@
+#include "device_daemon/devices.h"
+
+#include "absl/strings/str_cat.h"
+#include "data_plane/device_address.h"
+
+namespace openreg {
+
+absl::StatusOr<std::unique_ptr<Devices>> Devices::Create(
+    int count, uint64_t memory_per_device) {
+  if (count < 1 || count > kMaxDevices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device count must be between 1 and ", kMaxDevices, ", got ", count));
+  }
+  std::unique_ptr<Devices> devices(new Devices());
+  for (int device = 0; device < count; ++device) {
+    absl::StatusOr<std::unique_ptr<ArenaAllocator>> arena =
+        ArenaAllocator::Create(device, memory_per_device);
+    if (!arena.ok()) return arena.status();
+    devices->memory_per_device_ = (*arena)->capacity();
+    devices->arenas_.push_back(*std::move(arena));
+    devices->counters_.push_back(std::make_unique<DeviceCounters>());
+  }
+  return devices;
+}
+
+}  // namespace openreg

@@ -1,0 +1,45 @@
+// The emulated devices: one memory arena and a few activity counters per
+// device. Created once at startup and shared by every session.
+#ifndef OPENREG_DEVICE_DAEMON_DEVICES_H_
+#define OPENREG_DEVICE_DAEMON_DEVICES_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "device_daemon/arena_allocator.h"
+
+namespace openreg {
+
+struct DeviceCounters {
+  std::atomic<uint64_t> kernels_executed{0};
+  std::atomic<uint64_t> copies_executed{0};
+  std::atomic<uint64_t> kernel_failures{0};
+};
+
+class Devices {
+ public:
+  static absl::StatusOr<std::unique_ptr<Devices>> Create(
+      int count, uint64_t memory_per_device);
+
+  int count() const { return static_cast<int>(arenas_.size()); }
+  uint64_t memory_per_device() const { return memory_per_device_; }
+  bool IsValid(int device) const { return device >= 0 && device < count(); }
+
+  // Only for IsValid(device).
+  ArenaAllocator& arena(int device) const { return *arenas_[device]; }
+  DeviceCounters& counters(int device) const { return *counters_[device]; }
+
+ private:
+  Devices() = default;
+
+  uint64_t memory_per_device_ = 0;
+  std::vector<std::unique_ptr<ArenaAllocator>> arenas_;
+  std::vector<std::unique_ptr<DeviceCounters>> counters_;
+};
+
+}  // namespace openreg
+
+#endif  // OPENREG_DEVICE_DAEMON_DEVICES_H_

@@ -1,0 +1,84 @@
+#include "device_daemon/flags.h"
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "data_plane/device_address.h"
+#include "device_daemon/byte_size.h"
+#include "device_daemon/socket_path.h"
+
+ABSL_FLAG(int, devices, 2, "Number of emulated devices (1 to 64).");
+ABSL_FLAG(openreg::ByteSizeFlag, memory_per_device,
+          openreg::ByteSizeFlag{2ull << 30},
+          "Memory of each device: bytes or a size with a binary unit "
+          "(K, M, G, T, KiB, MiB, GiB, TiB), e.g. 2GiB.");
+ABSL_FLAG(std::string, socket, "",
+          "gRPC control socket; the attach socket is <socket>.attach. "
+          "Default: $XDG_RUNTIME_DIR/openreg/daemon.sock, else "
+          "/tmp/openreg-$UID/daemon.sock.");
+ABSL_FLAG(int64_t, idle_exit_seconds, 0,
+          "Exit after this many seconds without an attached client; 0 "
+          "keeps the daemon running.");
+ABSL_FLAG(std::string, log_level, "warning",
+          "error, warning, info (adds attach/detach) or debug (adds "
+          "per-command failures).");
+
+namespace openreg {
+
+// A device needs room for at least one aligned block per stream; smaller
+// values are certainly typos.
+constexpr uint64_t kMinMemoryPerDevice = 1ull << 20;
+
+bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
+                   std::string* error) {
+  absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) {
+    *error = std::string(bytes.status().message());
+    return false;
+  }
+  flag->bytes = *bytes;
+  return true;
+}
+
+std::string AbslUnparseFlag(const ByteSizeFlag& flag) {
+  return absl::StrCat(flag.bytes);
+}
+
+absl::StatusOr<DaemonConfig> ConfigFromFlags() {
+  DaemonConfig config;
+  config.options.devices = absl::GetFlag(FLAGS_devices);
+  if (config.options.devices < 1 || config.options.devices > kMaxDevices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--devices must be between 1 and ", kMaxDevices, ", got ",
+                     config.options.devices));
+  }
+  config.options.memory_per_device =
+      absl::GetFlag(FLAGS_memory_per_device).bytes;
+  if (config.options.memory_per_device < kMinMemoryPerDevice ||
+      config.options.memory_per_device > kDeviceOffsetMask) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--memory_per_device must be between ",
+                     FormatByteSize(kMinMemoryPerDevice), " and ",
+                     FormatByteSize(kDeviceOffsetMask), ", got ",
+                     FormatByteSize(config.options.memory_per_device)));
+  }
+  config.options.socket_path = absl::GetFlag(FLAGS_socket);
+  if (config.options.socket_path.empty()) {
+    config.options.socket_path = DefaultDaemonSocketPath();
+  }
+  const int64_t idle_seconds = absl::GetFlag(FLAGS_idle_exit_seconds);
+  if (idle_seconds < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--idle_exit_seconds must be >= 0, got ", idle_seconds));
+  }
+  config.options.idle_exit = absl::Seconds(idle_seconds);
+  absl::StatusOr<LogLevel> level =
+      ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--log_level: ", level.status().message()));
+  }
+  config.log_level = *level;
+  return config;
+}
+
+}  // namespace openreg

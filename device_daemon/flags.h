@@ -1,0 +1,40 @@
+// Command-line flags of openreg-daemon and their translation into
+// DaemonOptions.
+#ifndef OPENREG_DEVICE_DAEMON_FLAGS_H_
+#define OPENREG_DEVICE_DAEMON_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "device_daemon/daemon.h"
+#include "device_daemon/log.h"
+
+namespace openreg {
+
+// A flag value such as "2GiB" (see ParseByteSize), parsed when the command
+// line is, so that a bad value is reported like any other flag error.
+struct ByteSizeFlag {
+  uint64_t bytes = 0;
+};
+bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
+                   std::string* error);
+std::string AbslUnparseFlag(const ByteSizeFlag& flag);
+
+// Checks the parsed flags and returns the daemon's options and log level.
+struct DaemonConfig {
+  DaemonOptions options;
+  LogLevel log_level = LogLevel::kWarning;
+};
+absl::StatusOr<DaemonConfig> ConfigFromFlags();
+
+}  // namespace openreg
+
+ABSL_DECLARE_FLAG(int, devices);
+ABSL_DECLARE_FLAG(openreg::ByteSizeFlag, memory_per_device);
+ABSL_DECLARE_FLAG(std::string, socket);
+ABSL_DECLARE_FLAG(int64_t, idle_exit_seconds);
+ABSL_DECLARE_FLAG(std::string, log_level);
+
+#endif  // OPENREG_DEVICE_DAEMON_FLAGS_H_

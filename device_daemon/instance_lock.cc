@@ -1,0 +1,67 @@
+#include "device_daemon/instance_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace openreg {
+
+absl::StatusOr<InstanceLock> InstanceLock::Acquire(
+    const std::string& socket_path) {
+  const std::string path = socket_path + ".lock";
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return absl::InternalError(
+        absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int saved = errno;
+    char text[32] = {};
+    const ssize_t got = pread(fd, text, sizeof(text) - 1, 0);
+    close(fd);
+    if (saved != EWOULDBLOCK) {
+      return absl::InternalError(
+          absl::StrCat("cannot lock ", path, ": ", std::strerror(saved)));
+    }
+    int pid = 0;
+    const bool known =
+        got > 0 && absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &pid);
+    return absl::AlreadyExistsError(absl::StrCat(
+        "another daemon (pid ", known ? absl::StrCat(pid) : "unknown",
+        ") already serves ", socket_path));
+  }
+  const std::string pid = absl::StrCat(getpid(), "\n");
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) !=
+                                   static_cast<ssize_t>(pid.size())) {
+    const absl::Status status = absl::InternalError(
+        absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+    close(fd);
+    return status;
+  }
+  return InstanceLock(fd);
+}
+
+InstanceLock::InstanceLock(InstanceLock&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)) {}
+
+InstanceLock& InstanceLock::operator=(InstanceLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+InstanceLock::~InstanceLock() {
+  if (fd_ >= 0) close(fd_);
+}
+
+}  // namespace openreg

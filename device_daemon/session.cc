@@ -1,0 +1,414 @@
+#include "device_daemon/session.h"
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "data_plane/device_address.h"
+#include "device_daemon/errors.h"
+#include "device_daemon/stream_worker.h"
+
+namespace openreg {
+namespace {
+
+// How many freed addresses a session remembers for double-free messages.
+constexpr size_t kRecentlyFreedLimit = 4096;
+
+std::string Hex(uint64_t value) { return absl::StrFormat("0x%x", value); }
+
+void ResetStreamSlot(StreamSlot* slot) {
+  slot->ring.tail.value.store(0, std::memory_order_relaxed);
+  slot->ring.head.value.store(0, std::memory_order_relaxed);
+  slot->completed.value.store(0, std::memory_order_relaxed);
+  slot->error_code.store(0, std::memory_order_relaxed);
+  slot->error_sequence = 0;
+  std::memset(slot->error_op, 0, sizeof(slot->error_op));
+  std::memset(slot->error_message, 0, sizeof(slot->error_message));
+  slot->reply_sequence = 0;
+  slot->reply_size = 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(
+    SessionIdentity identity, Devices* devices, CommandExecutor* executor,
+    const SessionLimits& limits) {
+  if (limits.max_streams < static_cast<uint32_t>(devices->count())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a session needs at least one stream slot per device (",
+                     devices->count(), "), limits allow ", limits.max_streams));
+  }
+  const SessionHeader layout = ComputeSessionLayout(
+      limits, static_cast<uint32_t>(devices->count()), identity.id);
+  absl::StatusOr<SharedMemory> segment = SharedMemory::Create(
+      absl::StrCat("openreg-session-", identity.id), layout.total_bytes);
+  if (!segment.ok()) return segment.status();
+  std::unique_ptr<Session> session(new Session(
+      std::move(identity), devices, executor, *std::move(segment), layout));
+  {
+    absl::MutexLock lock(&session->mutex_);
+    for (int device = 0; device < devices->count(); ++device) {
+      session->ActivateStream(static_cast<uint32_t>(device), device, 0);
+    }
+  }
+  return session;
+}
+
+Session::Session(SessionIdentity identity, Devices* devices,
+                 CommandExecutor* executor, SharedMemory segment,
+                 const SessionHeader& layout)
+    : identity_(std::move(identity)),
+      devices_(devices),
+      executor_(executor),
+      segment_(std::move(segment)),
+      base_(static_cast<char*>(segment_.data())),
+      layout_(layout) {
+  // The segment is zero-filled; the header is the only thing to write.
+  std::memcpy(base_, &layout_, sizeof(layout_));
+}
+
+Session::~Session() { Close(); }
+
+StreamSlot* Session::stream_slot(uint32_t slot) const {
+  return reinterpret_cast<StreamSlot*>(base_ + layout_.stream_slots_offset) +
+         slot;
+}
+
+EventSlot* Session::event_slot(uint32_t slot) const {
+  return reinterpret_cast<EventSlot*>(base_ + layout_.event_slots_offset) +
+         slot;
+}
+
+char* Session::ring_buffer(uint32_t slot) const {
+  return base_ + layout_.rings_offset + slot * layout_.limits.ring_bytes;
+}
+
+char* Session::reply_area(uint32_t slot) const {
+  return base_ + layout_.replies_offset + slot * layout_.limits.reply_bytes;
+}
+
+char* Session::staging() const { return base_ + layout_.staging_offset; }
+
+absl::Status Session::CheckOpen() const {
+  if (closed_) {
+    return InvalidHandleError(
+        absl::StrCat("session ", identity_.id, " has ended"));
+  }
+  return absl::OkStatus();
+}
+
+// ---- Memory ------------------------------------------------------------
+
+absl::StatusOr<uint64_t> Session::Allocate(int device, uint64_t size) {
+  if (!devices_->IsValid(device)) {
+    return InvalidDeviceError(absl::StrCat("invalid device ", device,
+                                           ": the daemon has ",
+                                           devices_->count(), " devices"));
+  }
+  {
+    absl::ReaderMutexLock lock(&mutex_);
+    if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  }
+  absl::StatusOr<std::shared_ptr<DeviceBuffer>> buffer =
+      DeviceBuffer::Allocate(&devices_->arena(device), size);
+  if (!buffer.ok()) return buffer.status();
+  const uint64_t address = (*buffer)->address();
+  absl::MutexLock lock(&mutex_);
+  // Closed meanwhile: `buffer` goes out of scope and frees the memory.
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  table_.allocations[address] = AllocationEntry{*std::move(buffer), true};
+  allocated_bytes_ += size;
+  // A reused address is no longer "already freed". Its stale entry in the
+  // order deque only makes a later eviction slightly early.
+  recently_freed_.erase(address);
+  return address;
+}
+
+absl::Status Session::Free(uint64_t address) {
+  std::shared_ptr<DeviceBuffer> released;  // freed after the lock is dropped
+  {
+    absl::MutexLock lock(&mutex_);
+    if (absl::Status open = CheckOpen(); !open.ok()) return open;
+    auto entry = table_.allocations.find(address);
+    if (entry == table_.allocations.end()) {
+      return DescribeBadPointer(address);
+    }
+    if (!entry->second.owner) {
+      return InvalidValueError(absl::StrCat(
+          Hex(address),
+          " was imported from another session and cannot be freed here"));
+    }
+    released = std::move(entry->second.buffer);
+    allocated_bytes_ -= released->size();
+    table_.allocations.erase(entry);
+    RememberFreed(address);
+  }
+  return absl::OkStatus();
+}
+
+void Session::RememberFreed(uint64_t address) {
+  if (recently_freed_.insert(address).second) {
+    recently_freed_order_.push_back(address);
+  }
+  while (recently_freed_order_.size() > kRecentlyFreedLimit) {
+    recently_freed_.erase(recently_freed_order_.front());
+    recently_freed_order_.pop_front();
+  }
+}
+
+const Session::AllocationEntry* Session::FindContaining(
+    uint64_t address) const {
+  auto after = table_.allocations.upper_bound(address);
+  if (after == table_.allocations.begin()) return nullptr;
+  const auto& [base, entry] = *std::prev(after);
+  const uint64_t end = base + std::max<uint64_t>(entry.buffer->size(), 1);
+  return address < end ? &entry : nullptr;
+}
+
+absl::Status Session::DescribeBadPointer(uint64_t address) const {
+  if (!IsDeviceAddress(address)) {
+    return InvalidValueError(
+        absl::StrCat(Hex(address), " is not a device address"));
+  }
+  if (const AllocationEntry* entry = FindContaining(address)) {
+    return InvalidValueError(
+        absl::StrCat(Hex(address), " points inside the allocation at ",
+                     Hex(entry->buffer->address()), " (", entry->buffer->size(),
+                     " bytes), not to its start"));
+  }
+  if (recently_freed_.count(address) != 0) {
+    return InvalidValueError(
+        absl::StrCat("double free: ", Hex(address), " was already freed"));
+  }
+  const int device = DeviceOfAddress(address);
+  if (devices_->IsValid(device) &&
+      devices_->arena(device).IsAllocated(address)) {
+    return InvalidValueError(
+        absl::StrCat(Hex(address), " belongs to another session"));
+  }
+  return InvalidValueError(
+      absl::StrCat(Hex(address), " is not an allocation of this session"));
+}
+
+absl::StatusOr<PinnedRange> Session::PinRangeLocked(uint64_t address,
+                                                    uint64_t bytes) const {
+  if (bytes == 0) return PinnedRange{};
+  const AllocationEntry* entry = FindContaining(address);
+  if (entry == nullptr) {
+    absl::Status why = DescribeBadPointer(address);
+    return InvalidValueError(
+        absl::StrCat("invalid device pointer: ", why.message()));
+  }
+  const DeviceBuffer& buffer = *entry->buffer;
+  const uint64_t offset = address - buffer.address();
+  if (bytes > buffer.size() - offset) {
+    return InvalidValueError(
+        absl::StrCat("range ", Hex(address), " + ", bytes,
+                     " bytes runs past the end of its allocation at ",
+                     Hex(buffer.address()), " (", buffer.size(), " bytes) by ",
+                     bytes - (buffer.size() - offset), " bytes"));
+  }
+  return PinnedRange{entry->buffer, buffer.data() + offset};
+}
+
+absl::Status Session::ValidateRange(uint64_t address, uint64_t bytes) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  return PinRangeLocked(address, bytes).status();
+}
+
+absl::StatusOr<PinnedRange> Session::PinRange(uint64_t address,
+                                              uint64_t bytes) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  return PinRangeLocked(address, bytes);
+}
+
+absl::StatusOr<TensorExtent> Session::ValidateTensor(
+    const proto::TensorRef& tensor) const {
+  TensorExtent extent;
+  absl::StatusOr<PinnedRange> pinned = PinTensor(tensor, &extent);
+  if (!pinned.ok()) return pinned.status();
+  return extent;
+}
+
+absl::StatusOr<PinnedRange> Session::PinTensor(const proto::TensorRef& tensor,
+                                               TensorExtent* extent) const {
+  absl::StatusOr<TensorExtent> computed = ComputeTensorExtent(tensor);
+  if (!computed.ok()) return computed.status();
+  if (extent != nullptr) *extent = *computed;
+  if (computed->numel == 0) return PinnedRange{};
+  if (!IsDeviceAddress(tensor.address()) ||
+      DeviceOfAddress(tensor.address()) != tensor.device()) {
+    return InvalidValueError(
+        absl::StrCat("tensor address ", Hex(tensor.address()),
+                     " is not on device ", tensor.device()));
+  }
+  return PinRange(tensor.address(), computed->span_bytes);
+}
+
+uint64_t Session::allocated_bytes() const {
+  absl::ReaderMutexLock lock(&mutex_);
+  return allocated_bytes_;
+}
+
+// ---- Streams -----------------------------------------------------------
+
+void Session::ActivateStream(uint32_t slot, int device, int priority) {
+  StreamSlot* shared = stream_slot(slot);
+  ResetStreamSlot(shared);
+  shared->device = device;
+  shared->priority = priority;
+  shared->state.store(static_cast<uint32_t>(StreamState::kActive),
+                      std::memory_order_release);
+  StreamEntry& entry = table_.streams[slot];
+  entry.device = device;
+  entry.priority = priority;
+  if (executor_ != nullptr) {
+    entry.worker =
+        std::make_shared<StreamWorker>(this, slot, device, executor_);
+  }
+}
+
+absl::StatusOr<uint32_t> Session::CreateStream(int device, int priority) {
+  if (!devices_->IsValid(device)) {
+    return InvalidDeviceError(absl::StrCat("invalid device ", device,
+                                           ": the daemon has ",
+                                           devices_->count(), " devices"));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  for (uint32_t slot = layout_.device_count; slot < layout_.limits.max_streams;
+       ++slot) {
+    if (table_.streams.count(slot) == 0) {
+      ActivateStream(slot, device, priority);
+      return slot;
+    }
+  }
+  return MakeError(
+      proto::RESOURCE_EXHAUSTED,
+      absl::StrCat("all ", layout_.limits.max_streams - layout_.device_count,
+                   " non-default stream slots are in use"));
+}
+
+absl::Status Session::DestroyStream(uint32_t slot) {
+  std::shared_ptr<StreamWorker> worker;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (absl::Status open = CheckOpen(); !open.ok()) return open;
+    if (slot < layout_.device_count) {
+      return InvalidValueError(absl::StrCat("stream ", slot,
+                                            " is the default stream of device ",
+                                            slot, " and cannot be destroyed"));
+    }
+    auto entry = table_.streams.find(slot);
+    if (entry == table_.streams.end() || entry->second.destroying) {
+      return InvalidHandleError(
+          absl::StrCat("stream ", slot, " does not exist"));
+    }
+    entry->second.destroying = true;
+    worker = entry->second.worker;
+  }
+  // Outside the lock: the worker may need the session to finish its
+  // commands.
+  if (worker != nullptr) {
+    worker->RequestDrainAndStop();
+    worker->Join();
+  }
+  absl::MutexLock lock(&mutex_);
+  if (closed_) return absl::OkStatus();  // Close() cleaned up meanwhile
+  table_.streams.erase(slot);
+  stream_slot(slot)->state.store(static_cast<uint32_t>(StreamState::kFree),
+                                 std::memory_order_release);
+  return absl::OkStatus();
+}
+
+bool Session::IsStreamAlive(uint32_t slot) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  if (closed_) return false;
+  auto entry = table_.streams.find(slot);
+  if (entry == table_.streams.end()) return false;
+  return entry->second.worker == nullptr || !entry->second.worker->finished();
+}
+
+// ---- Events ------------------------------------------------------------
+
+absl::StatusOr<uint32_t> Session::CreateEvent(int device, bool enable_timing) {
+  if (!devices_->IsValid(device)) {
+    return InvalidDeviceError(absl::StrCat("invalid device ", device,
+                                           ": the daemon has ",
+                                           devices_->count(), " devices"));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  for (uint32_t slot = 0; slot < layout_.limits.max_events; ++slot) {
+    if (table_.events.count(slot) != 0) continue;
+    table_.events[slot] = EventEntry{device, enable_timing};
+    EventSlot* shared = event_slot(slot);
+    shared->stream_slot = 0;
+    shared->recorded_sequence.store(0, std::memory_order_relaxed);
+    shared->timestamp_ns.store(0, std::memory_order_relaxed);
+    shared->in_use.store(1, std::memory_order_release);
+    return slot;
+  }
+  return MakeError(proto::RESOURCE_EXHAUSTED,
+                   absl::StrCat("all ", layout_.limits.max_events,
+                                " event slots are in use"));
+}
+
+absl::Status Session::DestroyEvent(uint32_t slot) {
+  absl::MutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  if (table_.events.erase(slot) == 0) {
+    return InvalidHandleError(absl::StrCat("event ", slot, " does not exist"));
+  }
+  event_slot(slot)->in_use.store(0, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+bool Session::IsEventLive(uint32_t slot) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  return !closed_ && table_.events.count(slot) != 0;
+}
+
+// ---- Lifetime ----------------------------------------------------------
+
+void Session::Close() {
+  std::vector<std::shared_ptr<StreamWorker>> workers;
+  ResourceTable released;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (closed_) return;
+    closed_ = true;
+    for (auto& [slot, entry] : table_.streams) {
+      if (entry.worker != nullptr) workers.push_back(entry.worker);
+    }
+    std::swap(released, table_);
+    allocated_bytes_ = 0;
+  }
+  // Ask every worker first so that they wind down in parallel.
+  for (auto& worker : workers) worker->RequestStop();
+  for (auto& worker : workers) worker->Join();
+  // `released` now drops the last table references to the session's
+  // memory; DeviceBuffer returns each block to its arena.
+}
+
+bool Session::closed() const {
+  absl::ReaderMutexLock lock(&mutex_);
+  return closed_;
+}
+
+SessionStatsSnapshot Session::Stats() const {
+  absl::ReaderMutexLock lock(&mutex_);
+  SessionStatsSnapshot stats;
+  stats.id = identity_.id;
+  stats.pid = identity_.peer.pid;
+  stats.allocated_bytes = allocated_bytes_;
+  stats.streams = static_cast<uint32_t>(table_.streams.size());
+  stats.commands_executed = commands_executed_.load(std::memory_order_relaxed);
+  return stats;
+}
+
+}  // namespace openreg

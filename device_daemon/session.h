@@ -1,0 +1,200 @@
+// One attached client. A session owns its shared-memory segment and every
+// resource the client created (device memory, streams, events) in one
+// table, so that ending the session — detach, client exit or crash — frees
+// all of it and nothing else.
+//
+// Every pointer a client sends is checked here (ValidateRange /
+// ValidateTensor) against the allocations this session holds before the
+// daemon touches the memory behind it.
+//
+// The segment is writable by the client, so the daemon never trusts the
+// SessionHeader in it: slot and area pointers are computed from the
+// daemon's private copy of the layout (`layout()`), not via SessionView.
+#ifndef OPENREG_DEVICE_DAEMON_SESSION_H_
+#define OPENREG_DEVICE_DAEMON_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "data_plane/session_layout.h"
+#include "data_plane/shared_memory.h"
+#include "data_plane/unix_socket.h"
+#include "device_daemon/device_buffer.h"
+#include "device_daemon/devices.h"
+#include "device_daemon/tensor_extent.h"
+#include "protos/commands.pb.h"
+
+namespace openreg {
+
+class CommandExecutor;
+class StreamWorker;
+
+struct SessionIdentity {
+  uint64_t id = 0;
+  uint64_t token = 0;  // secret: proves a control request comes from the client
+  PeerCredentials peer{};
+  std::string client_name;
+};
+
+// Device memory a command may use, kept alive (pinned) for as long as this
+// object exists even if the allocation is freed meanwhile.
+struct PinnedRange {
+  std::shared_ptr<DeviceBuffer> buffer;  // null for an empty range
+  char* data = nullptr;                  // first byte of the range
+};
+
+struct SessionStatsSnapshot {
+  uint64_t id = 0;
+  pid_t pid = 0;
+  uint64_t allocated_bytes = 0;
+  uint32_t streams = 0;
+  uint64_t commands_executed = 0;
+};
+
+class Session {
+ public:
+  // Creates the segment, writes its header and starts the default streams
+  // (slot i = device i). With a null `executor` no stream threads run (for
+  // tests of the resource table).
+  static absl::StatusOr<std::unique_ptr<Session>> Create(
+      SessionIdentity identity, Devices* devices, CommandExecutor* executor,
+      const SessionLimits& limits = SessionLimits());
+
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session();
+
+  uint64_t id() const { return identity_.id; }
+  uint64_t token() const { return identity_.token; }
+  pid_t pid() const { return identity_.peer.pid; }
+  uid_t uid() const { return identity_.peer.uid; }
+  const std::string& client_name() const { return identity_.client_name; }
+  const SharedMemory& segment() const { return segment_; }
+  Devices& devices() const { return *devices_; }
+
+  // The daemon's trusted copy of the segment layout.
+  const SessionHeader& layout() const { return layout_; }
+  const SessionLimits& limits() const { return layout_.limits; }
+  StreamSlot* stream_slot(uint32_t slot) const;
+  EventSlot* event_slot(uint32_t slot) const;
+  char* ring_buffer(uint32_t slot) const;
+  char* reply_area(uint32_t slot) const;
+  char* staging() const;
+
+  // ---- Memory ----------------------------------------------------------
+  absl::StatusOr<uint64_t> Allocate(int device, uint64_t size);
+  // Removes an allocation from the table; the memory returns to the device
+  // once no command in flight still uses it. Errors say whether the pointer
+  // is unknown, interior, already freed or owned by another session.
+  absl::Status Free(uint64_t address);
+  // OK when [address, address + bytes) lies inside one allocation of this
+  // session. An empty range is always valid.
+  absl::Status ValidateRange(uint64_t address, uint64_t bytes) const;
+  absl::StatusOr<PinnedRange> PinRange(uint64_t address, uint64_t bytes) const;
+  // Checks a tensor's dtype, sizes, strides and device, then the bytes it
+  // spans (see tensor_extent.h).
+  absl::StatusOr<TensorExtent> ValidateTensor(
+      const proto::TensorRef& tensor) const;
+  // ValidateTensor + PinRange of its span. `extent` may be null.
+  absl::StatusOr<PinnedRange> PinTensor(const proto::TensorRef& tensor,
+                                        TensorExtent* extent = nullptr) const;
+  uint64_t allocated_bytes() const;
+
+  // ---- Streams ---------------------------------------------------------
+  // Takes a free slot >= device_count, resets it and starts its worker.
+  absl::StatusOr<uint32_t> CreateStream(int device, int priority);
+  // Runs the commands already in the stream's ring, then frees the slot.
+  // Default streams cannot be destroyed.
+  absl::Status DestroyStream(uint32_t slot);
+  // True while `slot` is a created stream whose worker still reads its
+  // ring (false once destroyed, faulted or the session closed).
+  bool IsStreamAlive(uint32_t slot) const;
+
+  // ---- Events ----------------------------------------------------------
+  absl::StatusOr<uint32_t> CreateEvent(int device, bool enable_timing);
+  absl::Status DestroyEvent(uint32_t slot);
+  bool IsEventLive(uint32_t slot) const;
+
+  // ---- Lifetime --------------------------------------------------------
+  // Stops every stream worker (waiting for the command each one runs),
+  // then frees all memory, streams and events. Idempotent; later requests
+  // fail with INVALID_HANDLE. The segment stays mapped until destruction.
+  void Close();
+  bool closed() const;
+
+  void CountCommand() {
+    commands_executed_.fetch_add(1, std::memory_order_relaxed);
+  }
+  SessionStatsSnapshot Stats() const;
+
+ private:
+  struct AllocationEntry {
+    std::shared_ptr<DeviceBuffer> buffer;
+    // Later: allocations imported from another session (IPC) are entries
+    // with owner == false; they can be closed but not freed.
+    bool owner = true;
+  };
+  struct StreamEntry {
+    int device = 0;
+    int priority = 0;
+    std::shared_ptr<StreamWorker> worker;  // null without an executor
+    bool destroying = false;
+  };
+  struct EventEntry {
+    int device = 0;
+    bool enable_timing = false;
+  };
+  // Everything the session owns.
+  struct ResourceTable {
+    std::map<uint64_t, AllocationEntry> allocations;  // by address
+    std::map<uint32_t, StreamEntry> streams;          // by slot
+    std::map<uint32_t, EventEntry> events;            // by slot
+  };
+
+  Session(SessionIdentity identity, Devices* devices, CommandExecutor* executor,
+          SharedMemory segment, const SessionHeader& layout);
+
+  absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  // The allocation containing `address`, or null.
+  const AllocationEntry* FindContaining(uint64_t address) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  absl::Status DescribeBadPointer(uint64_t address) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<PinnedRange> PinRangeLocked(uint64_t address,
+                                             uint64_t bytes) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  void RememberFreed(uint64_t address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Resets a stream slot's shared words and marks it active for `device`,
+  // then starts its worker.
+  void ActivateStream(uint32_t slot, int device, int priority)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const SessionIdentity identity_;
+  Devices* const devices_;
+  CommandExecutor* const executor_;
+  SharedMemory segment_;
+  char* const base_;
+  const SessionHeader layout_;
+  std::atomic<uint64_t> commands_executed_{0};
+
+  mutable absl::Mutex mutex_;
+  bool closed_ ABSL_GUARDED_BY(mutex_) = false;
+  ResourceTable table_ ABSL_GUARDED_BY(mutex_);
+  uint64_t allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Recently freed addresses, to tell a double free from a wild pointer.
+  std::set<uint64_t> recently_freed_ ABSL_GUARDED_BY(mutex_);
+  std::deque<uint64_t> recently_freed_order_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace openreg
+
+#endif  // OPENREG_DEVICE_DAEMON_SESSION_H_

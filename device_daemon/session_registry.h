@@ -1,0 +1,80 @@
+// All attached sessions, by id. Creates sessions (with a fresh id and a
+// random secret token), resolves SessionRefs from control requests, tears
+// sessions down and tracks how long the daemon has been without clients.
+#ifndef OPENREG_DEVICE_DAEMON_SESSION_REGISTRY_H_
+#define OPENREG_DEVICE_DAEMON_SESSION_REGISTRY_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "data_plane/session_layout.h"
+#include "data_plane/unix_socket.h"
+#include "device_daemon/devices.h"
+#include "device_daemon/session.h"
+#include "protos/control.pb.h"
+
+namespace openreg {
+
+class CommandExecutor;
+
+class SessionRegistry {
+ public:
+  // `devices` and `executor` (may be null: no stream threads) must outlive
+  // the registry.
+  SessionRegistry(Devices* devices, CommandExecutor* executor,
+                  const SessionLimits& limits = SessionLimits());
+  SessionRegistry(const SessionRegistry&) = delete;
+  SessionRegistry& operator=(const SessionRegistry&) = delete;
+  ~SessionRegistry();  // closes every session
+
+  absl::StatusOr<std::shared_ptr<Session>> Create(
+      const PeerCredentials& peer, const std::string& client_name);
+
+  // The session `ref` names if its token matches; INVALID_HANDLE otherwise
+  // (same message for a wrong id and a wrong token).
+  absl::StatusOr<std::shared_ptr<Session>> Find(
+      const proto::SessionRef& ref) const;
+
+  // Closes the session (stops its streams, frees its memory), then removes
+  // it, so that statistics never show a removed session's memory as still
+  // allocated. NotFound when it is already gone or being removed.
+  absl::Status Remove(uint64_t session_id, absl::string_view reason);
+
+  // Closes every session (daemon shutdown).
+  void CloseAll();
+
+  std::vector<std::shared_ptr<Session>> Snapshot() const;
+  size_t attached_count() const;
+  uint64_t sessions_served() const;
+  // When the last session went away (or the registry was created);
+  // absl::InfiniteFuture() while sessions are attached.
+  absl::Time idle_since() const;
+
+ private:
+  Devices* const devices_;
+  CommandExecutor* const executor_;
+  const SessionLimits limits_;
+
+  mutable absl::Mutex mutex_;
+  std::map<uint64_t, std::shared_ptr<Session>> sessions_
+      ABSL_GUARDED_BY(mutex_);
+  // Sessions being closed by Remove(); still listed in sessions_.
+  std::set<uint64_t> closing_ ABSL_GUARDED_BY(mutex_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  uint64_t sessions_served_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Time idle_since_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace openreg
+
+#endif  // OPENREG_DEVICE_DAEMON_SESSION_REGISTRY_H_

@@ -1,0 +1,80 @@
+"""The main job: a daemon, `import torch` alone, two devices, two processes.
+
+Started by `make demo`. Starts its own openreg-daemon on a private socket,
+runs the work, and stops the daemon by pid.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+CHILD = textwrap.dedent("""
+    import os, torch                      # no other import: autoload
+    x = torch.arange(6.0, device="openreg:1").reshape(2, 3)
+    y = (x * 10).sum(dim=0)
+    print(f"  [child pid {os.getpid()}] openreg:1 says {y.tolist()}")
+""")
+
+
+def daemon_binary():
+    # Located without importing torch, so the daemon starts first.
+    import importlib.util
+    spec = importlib.util.find_spec("torch_openreg")
+    return os.path.join(os.path.dirname(spec.origin), "bin", "openreg-daemon")
+
+
+def main():
+    folder = tempfile.mkdtemp(prefix="openreg-demo-", dir="/tmp")
+    socket = os.path.join(folder, "daemon.sock")
+    daemon = subprocess.Popen(
+        [daemon_binary(), f"--socket={socket}", "--devices=2",
+         "--memory_per_device=1GiB"], stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(socket + ".attach"):
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                sys.exit("demo: openreg-daemon did not start")
+            time.sleep(0.05)
+        os.environ["OPENREG_DAEMON_SOCKET"] = socket
+        os.environ["OPENREG_AUTOSPAWN"] = "0"
+
+        import torch
+
+        print(f"openreg devices: {torch.openreg.device_count()} "
+              f"({torch.openreg.get_device_name(0)})")
+        a = torch.randn(256, 256)
+        b = torch.randn(256, 256)
+        on0 = a.to("openreg:0") @ b.to("openreg:0")
+        on1 = (a.to("openreg:1") + 1).relu().sum(dim=1)
+        torch.testing.assert_close(on0.cpu(), a @ b, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(on1.cpu(), (a + 1).relu().sum(dim=1))
+        moved = on0.to("openreg:1")
+        print(f"matmul on {on0.device}, reduction on {on1.device}, "
+              f"copy to {moved.device}: results match CPU")
+        print(f"a small tensor: {torch.tensor([1.0, 2.5], device='openreg')}")
+
+        child = subprocess.run([sys.executable, "-c", CHILD], env=os.environ,
+                               capture_output=True, text=True, timeout=300)
+        print(child.stdout.rstrip())
+        if child.returncode != 0:
+            sys.exit(f"demo: second process failed:\n{child.stderr}")
+
+        stats = torch.openreg.daemon_stats()
+        for device in stats["devices"]:
+            print(f"  daemon device {device['device']}: "
+                  f"{device['kernels_executed']} kernels, "
+                  f"{device['copies_executed']} copies, "
+                  f"{device['allocated_bytes']} bytes allocated now")
+        print(f"  sessions served: {stats['sessions_served']}")
+        print("demo: OK")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""openreg: an emulated PyTorch accelerator whose device runs in a daemon.
+
+`import torch` loads this package through the `torch.backends` entry point
+(set TORCH_DEVICE_BACKEND_AUTOLOAD=0 to disable). Loading registers the
+`openreg` device with PyTorch; it never contacts the daemon. The first real
+device use connects to the daemon on $OPENREG_DAEMON_SOCKET (or the default
+socket), spawning one unless OPENREG_AUTOSPAWN=0.
+"""
+
+import os
+import warnings
+
+__all__ = ["daemon_binary"]
+__version__ = "0.1.0"
+
+_loaded = False
+
+
+def daemon_binary():
+    """Path of the packaged openreg-daemon binary."""
+    return os.environ.get(
+        "OPENREG_DAEMON_BINARY",
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin",
+                     "openreg-daemon"))
+
+
+def _load():
+    global _loaded
+    # `import torch` runs torch's backend autoload, which may re-enter this
+    # function when `import torch_openreg` came first: check afterwards.
+    import torch
+
+    if _loaded:
+        return
+    from torch_openreg import _C
+    from torch_openreg import openreg as device_module
+
+    _C._set_daemon_binary(daemon_binary())
+    torch.utils.rename_privateuse1_backend("openreg")
+    torch._register_device_module("openreg", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    _loaded = True
+
+
+def _autoload():
+    """Entry point called by `import torch`. Must never raise or block."""
+    try:
+        _load()
+    except Exception as error:  # noqa: BLE001 - import torch must survive
+        warnings.warn(f"torch_openreg could not be loaded: {error}")
+
+
+_autoload()

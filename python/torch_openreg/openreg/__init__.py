@@ -1,0 +1,128 @@
+"""torch.openreg: the device module of the daemon-backed openreg device,
+shaped like torch.cuda."""
+
+import torch
+
+from torch_openreg import _C
+
+__all__ = [
+    "current_device",
+    "daemon_stats",
+    "device",
+    "device_count",
+    "get_device_name",
+    "get_device_properties",
+    "init",
+    "is_available",
+    "is_initialized",
+    "mem_get_info",
+    "set_device",
+    "synchronize",
+]
+
+
+def _index(device):
+    """Index of `device` (int, str, torch.device or None = current)."""
+    if device is None:
+        return _C._current_device()
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "openreg":
+        raise ValueError(f"expected an openreg device, got {device}")
+    return _C._current_device() if device.index is None else device.index
+
+
+def is_available():
+    """True when a daemon answers (connecting or spawning one if needed)."""
+    return _C._is_available()
+
+
+def is_initialized():
+    """True once this process has attached to a daemon."""
+    return _C._is_connected()
+
+
+def init():
+    """Connects to the daemon now instead of at first use."""
+    _C._init()
+
+
+def device_count():
+    """Number of devices the daemon exposes; 0 when none is reachable."""
+    return _C._device_count() if _C._is_available() else 0
+
+
+def current_device():
+    return _C._current_device()
+
+
+def set_device(device):
+    _C._set_device(_index(device))
+
+
+def synchronize(device=None):
+    """Waits for all work submitted to `device` (default: current)."""
+    _C._synchronize(_index(device))
+
+
+class device:
+    """Context manager that changes the current openreg device."""
+
+    def __init__(self, device):
+        self.index = _index(device) if device is not None else -1
+        self.previous = -1
+
+    def __enter__(self):
+        if self.index >= 0:
+            self.previous = _C._current_device()
+            if self.previous != self.index:
+                _C._set_device(self.index)
+        return self
+
+    def __exit__(self, *exc):
+        if self.index >= 0 and self.previous != self.index:
+            _C._set_device(self.previous)
+        return False
+
+
+class _DeviceProperties:
+    def __init__(self, values):
+        self.name = values["name"]
+        self.total_memory = values["total_memory"]
+        self.multi_processor_count = values["multi_processor_count"]
+        self.major = values["major"]
+        self.minor = values["minor"]
+
+    def __repr__(self):
+        return (f"_OpenRegDeviceProperties(name='{self.name}', "
+                f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count})")
+
+
+def get_device_properties(device=None):
+    return _DeviceProperties(_C._get_device_properties(_index(device)))
+
+
+def get_device_name(device=None):
+    return get_device_properties(device).name
+
+
+def mem_get_info(device=None):
+    """(free, total) bytes of the device as the daemon sees them."""
+    return _C._mem_get_info(_index(device))
+
+
+def daemon_stats():
+    """Daemon-wide statistics: per-device memory and kernel counters, and
+    the attached sessions."""
+    return _C._daemon_stats()
+
+
+# Used by torch for the device module's lazy initialisation protocol.
+def _lazy_init():
+    pass
+
+
+def _is_in_bad_fork():
+    return False

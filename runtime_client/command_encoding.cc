@@ -1,0 +1,63 @@
+#include "runtime_client/command_encoding.h"
+
+#include <string>
+
+#include "google/protobuf/io/coded_stream.h"
+
+namespace openreg {
+namespace {
+
+using google::protobuf::io::CodedOutputStream;
+
+// Wire-format tags: (field number << 3) | wire type.
+constexpr uint32_t kCommandSequenceTag = (1 << 3) | 0;  // varint
+constexpr uint32_t kCommandLaunchTag = (2 << 3) | 2;    // length-delimited
+constexpr uint32_t kLaunchSynchronousTag = (5 << 3) | 0;
+
+std::string& Buffer() {
+  thread_local std::string buffer;
+  return buffer;
+}
+
+}  // namespace
+
+absl::string_view EncodeCommand(const proto::Command& command) {
+  std::string& buffer = Buffer();
+  buffer.resize(command.ByteSizeLong());
+  command.SerializeWithCachedSizesToArray(
+      reinterpret_cast<uint8_t*>(buffer.data()));
+  return buffer;
+}
+
+absl::string_view EncodeLaunchCommand(uint64_t sequence,
+                                      const proto::LaunchOp& op,
+                                      bool force_synchronous) {
+  // A LaunchOp can carry large host tensors, and wrapping it in a Command
+  // would copy it. The encoding of Command{sequence, launch} is simply the
+  // two fields one after the other, so they are written by hand around the
+  // op's own serialization. For a synchronous launch, a trailing
+  // `synchronous: true` field is appended to the embedded message: protobuf
+  // parsers keep the last value of a repeated scalar field, so the daemon
+  // sees synchronous = true without the op being copied.
+  const size_t op_bytes = op.ByteSizeLong();
+  const size_t body_bytes = op_bytes + (force_synchronous ? 2 : 0);
+  const size_t total = CodedOutputStream::VarintSize32(kCommandSequenceTag) +
+                       CodedOutputStream::VarintSize64(sequence) +
+                       CodedOutputStream::VarintSize32(kCommandLaunchTag) +
+                       CodedOutputStream::VarintSize64(body_bytes) + body_bytes;
+  std::string& buffer = Buffer();
+  buffer.resize(total);
+  uint8_t* out = reinterpret_cast<uint8_t*>(buffer.data());
+  out = CodedOutputStream::WriteTagToArray(kCommandSequenceTag, out);
+  out = CodedOutputStream::WriteVarint64ToArray(sequence, out);
+  out = CodedOutputStream::WriteTagToArray(kCommandLaunchTag, out);
+  out = CodedOutputStream::WriteVarint64ToArray(body_bytes, out);
+  out = op.SerializeWithCachedSizesToArray(out);
+  if (force_synchronous) {
+    out = CodedOutputStream::WriteTagToArray(kLaunchSynchronousTag, out);
+    *out++ = 1;
+  }
+  return buffer;
+}
+
+}  // namespace openreg

@@ -1,0 +1,275 @@
+#include "runtime_client/connection.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "data_plane/attach_protocol.h"
+#include "data_plane/session_layout.h"
+#include "data_plane/unix_socket.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "runtime_client/daemon_locator.h"
+#include "runtime_client/daemon_spawner.h"
+#include "runtime_client/session_segment.h"
+#include "runtime_client/status_util.h"
+
+namespace openreg {
+namespace {
+
+constexpr char kClientVersion[] = "openreg-runtime-client/1";
+// Upper bound on a segment size we are willing to map (the default layout
+// is about 100 MiB); anything larger is a corrupt welcome.
+constexpr uint64_t kMaxSegmentBytes = uint64_t{16} << 30;
+
+// The outcome of one connection attempt. `nobody_listening` distinguishes
+// "no daemon yet" (worth starting one) from a daemon that answered badly.
+struct Attempt {
+  absl::StatusOr<Connection> connection;
+  bool nobody_listening = false;
+};
+
+Attempt Failed(absl::Status status, bool nobody_listening = false) {
+  Attempt attempt{std::move(status)};
+  attempt.nobody_listening = nobody_listening;
+  return attempt;
+}
+
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
+  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
+}
+
+// A fresh channel per attempt with a private subchannel pool: a channel
+// that once failed to connect backs off for up to minutes, which would
+// stall the retries while an autospawned daemon is coming up.
+std::unique_ptr<proto::DeviceDaemon::Stub> NewStub(
+    const std::string& socket_path) {
+  grpc::ChannelArguments arguments;
+  arguments.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return proto::DeviceDaemon::NewStub(
+      grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
+                                grpc::InsecureChannelCredentials(), arguments));
+}
+
+std::string ClientName() {
+  return absl::StrCat(program_invocation_short_name, "[", getpid(), "]");
+}
+
+// Handshake: checks that the daemon speaks our protocol.
+absl::Status Handshake(const std::string& socket_path, Connection* connection,
+                       bool* nobody_listening) {
+  connection->stub = NewStub(socket_path);
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(kHandshakeDeadline));
+  proto::HandshakeRequest request;
+  request.set_protocol_version(kProtocolVersion);
+  request.set_client_version(kClientVersion);
+  const grpc::Status rpc =
+      connection->stub->Handshake(&context, request, &connection->handshake);
+  if (!rpc.ok()) {
+    *nobody_listening = rpc.error_code() == grpc::StatusCode::UNAVAILABLE;
+    return MakeError(
+        Error::kDaemonUnavailable,
+        absl::StrCat("openreg: the daemon on ", socket_path,
+                     " did not answer the handshake: ", rpc.error_message()));
+  }
+  const proto::HandshakeReply& reply = connection->handshake;
+  absl::Status status = StatusFromProto(reply.status());
+  if (!status.ok()) return status;
+  if (reply.protocol_version() != kProtocolVersion) {
+    return MakeError(
+        Error::kVersionMismatch,
+        absl::StrCat("openreg: the daemon on ", socket_path, " (version ",
+                     reply.daemon_version(), ") speaks protocol version ",
+                     reply.protocol_version(), " but this client speaks ",
+                     kProtocolVersion,
+                     "; restart the daemon from the same build as the "
+                     "client"));
+  }
+  if (reply.device_count() <= 0) {
+    return MakeError(Error::kDaemonUnavailable,
+                     absl::StrCat("openreg: the daemon on ", socket_path,
+                                  " reported no devices"));
+  }
+  return absl::OkStatus();
+}
+
+// Attach: hello/welcome on the attach socket, receiving the segment's fd.
+absl::Status Attach(const std::string& socket_path, Connection* connection,
+                    bool* nobody_listening) {
+  const std::string attach_path = connection->handshake.attach_socket().empty()
+                                      ? AttachSocketPath(socket_path)
+                                      : connection->handshake.attach_socket();
+  absl::StatusOr<int> fd = ConnectUnix(attach_path);
+  if (!fd.ok()) {
+    *nobody_listening = absl::IsUnavailable(fd.status());
+    return MakeError(Error::kDaemonUnavailable,
+                     absl::StrCat("openreg: cannot attach to the daemon: ",
+                                  fd.status().message()));
+  }
+  connection->attach_socket = UniqueFd(*fd);
+
+  AttachHello hello{};
+  hello.magic = kAttachMagic;
+  hello.protocol_version = kProtocolVersion;
+  const std::string name = ClientName();
+  std::strncpy(hello.client_name, name.c_str(), sizeof(hello.client_name) - 1);
+  absl::Status sent =
+      SendMessage(connection->attach_socket.get(), &hello, sizeof(hello));
+  if (!sent.ok()) {
+    return MakeError(
+        Error::kDaemonUnavailable,
+        absl::StrCat("openreg: attach to the daemon failed: ", sent.message()));
+  }
+  AttachWelcome welcome{};
+  int received_fd = -1;
+  absl::Status received =
+      ReceiveMessage(connection->attach_socket.get(), &welcome, sizeof(welcome),
+                     kHandshakeDeadline, &received_fd);
+  UniqueFd memfd(received_fd);
+  if (!received.ok()) {
+    return MakeError(Error::kDaemonUnavailable,
+                     absl::StrCat("openreg: attach to the daemon failed: ",
+                                  received.message()));
+  }
+  if (welcome.magic != kAttachMagic ||
+      welcome.protocol_version != kProtocolVersion) {
+    return MakeError(
+        Error::kVersionMismatch,
+        absl::StrCat("openreg: unexpected attach answer from the daemon on ",
+                     socket_path, " (protocol ", welcome.protocol_version,
+                     "); restart the daemon from the same build as the "
+                     "client"));
+  }
+  if (welcome.error_code != 0) {
+    const std::string message(
+        welcome.message, strnlen(welcome.message, sizeof(welcome.message)));
+    proto::Status refusal;
+    refusal.set_code(static_cast<proto::ErrorCode>(welcome.error_code));
+    refusal.set_message(message.empty() ? "the daemon refused to attach"
+                                        : message);
+    return StatusFromProto(refusal);
+  }
+  if (!memfd.valid()) {
+    return MakeError(Error::kInternal,
+                     "openreg: the daemon attached without passing the "
+                     "session's shared memory");
+  }
+  if (welcome.segment_bytes < sizeof(SessionHeader) ||
+      welcome.segment_bytes > kMaxSegmentBytes) {
+    return MakeError(Error::kInternal,
+                     absl::StrCat("openreg: the daemon announced a session "
+                                  "segment of ",
+                                  welcome.segment_bytes, " bytes"));
+  }
+  absl::StatusOr<SharedMemory> segment =
+      SharedMemory::Map(memfd.Release(), welcome.segment_bytes);
+  if (!segment.ok()) {
+    return MakeError(Error::kInternal,
+                     absl::StrCat("openreg: cannot map the session's shared "
+                                  "memory: ",
+                                  segment.status().message()));
+  }
+  absl::Status valid =
+      ValidateSessionHeader(*static_cast<const SessionHeader*>(segment->data()),
+                            segment->size(), welcome.session_id);
+  if (!valid.ok()) return valid;
+  connection->segment = std::move(*segment);
+  connection->session.set_session_id(welcome.session_id);
+  connection->session.set_token(welcome.token);
+  return absl::OkStatus();
+}
+
+Attempt TryConnect(const std::string& socket_path) {
+  // A plain connect first: it tells "nobody there" (ENOENT, ECONNREFUSED)
+  // apart from a daemon that is slow, without gRPC's retry machinery.
+  absl::StatusOr<int> probe = ConnectUnix(socket_path);
+  if (!probe.ok()) {
+    return Failed(MakeError(Error::kDaemonUnavailable,
+                            absl::StrCat("openreg: cannot reach the daemon: ",
+                                         probe.status().message())),
+                  absl::IsUnavailable(probe.status()));
+  }
+  close(*probe);
+
+  Connection connection;
+  connection.socket_path = socket_path;
+  bool nobody_listening = false;
+  absl::Status handshake =
+      Handshake(socket_path, &connection, &nobody_listening);
+  if (!handshake.ok()) return Failed(std::move(handshake), nobody_listening);
+  absl::Status attached = Attach(socket_path, &connection, &nobody_listening);
+  if (!attached.ok()) return Failed(std::move(attached), nobody_listening);
+  return Attempt{std::move(connection)};
+}
+
+std::string NoDaemonMessage(const std::string& socket_path,
+                            const AutospawnPlan& plan) {
+  const std::string start_hint = absl::StrCat(
+      "Start one with `openreg-daemon --socket=", socket_path, "`");
+  if (!plan.allowed) {
+    return absl::StrCat("openreg: no daemon is listening on ", socket_path,
+                        ". ", start_hint,
+                        " (or unset OPENREG_AUTOSPAWN=0 to let the client "
+                        "start one)");
+  }
+  return absl::StrCat("openreg: no daemon is listening on ", socket_path,
+                      " and no daemon binary is known to start one. ",
+                      start_hint,
+                      " (or set OPENREG_DAEMON_BINARY to let the client "
+                      "start one)");
+}
+
+}  // namespace
+
+absl::StatusOr<Connection> ConnectToDaemon() {
+  const std::string socket_path = ResolveSocketPath();
+  Attempt attempt = TryConnect(socket_path);
+  if (attempt.connection.ok() || !attempt.nobody_listening) {
+    return std::move(attempt.connection);
+  }
+
+  const AutospawnPlan plan = PlanAutospawn(socket_path);
+  if (!plan.allowed || plan.binary.empty()) {
+    return MakeError(Error::kDaemonUnavailable,
+                     NoDaemonMessage(socket_path, plan));
+  }
+  absl::Status spawned =
+      SpawnDetachedDaemon(plan.binary, plan.arguments, plan.log_path);
+  if (!spawned.ok()) return spawned;
+
+  // Another client may be starting a daemon on the same socket right now;
+  // the loser exits (the winner holds the daemon's lock), so any transient
+  // "unavailable" is retried until the deadline.
+  const absl::Time deadline = absl::Now() + kAutospawnWait;
+  absl::Duration pause = absl::Milliseconds(20);
+  while (true) {
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Milliseconds(250));
+    attempt = TryConnect(socket_path);
+    if (attempt.connection.ok() ||
+        ErrorOf(attempt.connection.status()) != Error::kDaemonUnavailable) {
+      return std::move(attempt.connection);
+    }
+    if (absl::Now() >= deadline) break;
+  }
+  return MakeError(
+      Error::kDaemonUnavailable,
+      absl::StrCat("openreg: started ", plan.binary, " for ", socket_path,
+                   " but it did not answer within ",
+                   absl::FormatDuration(kAutospawnWait),
+                   " (last error: ", attempt.connection.status().message(),
+                   "); see ", plan.log_path));
+}
+
+}  // namespace openreg

@@ -1,0 +1,71 @@
+#include "runtime_client/daemon_liveness.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "data_plane/unix_socket.h"
+#include "runtime_client/status_util.h"
+
+namespace openreg {
+namespace {
+
+constexpr int64_t kProbeIntervalNs = 100'000'000;
+
+int64_t MonotonicNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+DaemonLiveness::DaemonLiveness(int attach_socket, std::string socket_path)
+    : attach_socket_(attach_socket), socket_path_(std::move(socket_path)) {}
+
+absl::Status DaemonLiveness::StateError(int state) const {
+  if (state == kLost) {
+    return MakeError(
+        Error::kDeviceLost,
+        absl::StrCat("openreg: the daemon serving ", socket_path_,
+                     " exited (device lost); restart it and restart this "
+                     "process"));
+  }
+  return MakeError(Error::kDaemonUnavailable,
+                   "openreg: this session was shut down (Shutdown() was "
+                   "called while the call was in progress)");
+}
+
+absl::Status DaemonLiveness::Check() {
+  const int state = state_.load(std::memory_order_acquire);
+  if (state != kAlive) return StateError(state);
+  const int64_t now = MonotonicNs();
+  int64_t next = next_probe_ns_.load(std::memory_order_relaxed);
+  if (now < next) return absl::OkStatus();
+  // One thread probes per interval; the others go on.
+  if (!next_probe_ns_.compare_exchange_strong(next, now + kProbeIntervalNs,
+                                              std::memory_order_relaxed)) {
+    return absl::OkStatus();
+  }
+  return Probe();
+}
+
+absl::Status DaemonLiveness::Probe() {
+  int state = state_.load(std::memory_order_acquire);
+  if (state == kAlive && PeerHungUp(attach_socket_)) {
+    int expected = kAlive;
+    state_.compare_exchange_strong(expected, kLost, std::memory_order_acq_rel);
+    state = state_.load(std::memory_order_acquire);
+  }
+  return state == kAlive ? absl::OkStatus() : StateError(state);
+}
+
+bool DaemonLiveness::ConfirmLost() { return !Probe().ok(); }
+
+void DaemonLiveness::MarkDetached() {
+  int expected = kAlive;
+  state_.compare_exchange_strong(expected, kDetached,
+                                 std::memory_order_acq_rel);
+}
+
+}  // namespace openreg

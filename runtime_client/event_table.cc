@@ -1,0 +1,44 @@
+#include "runtime_client/event_table.h"
+
+namespace openreg {
+
+EventTable::EventTable(uint32_t max_events) : events_(max_events) {}
+
+void EventTable::Add(uint32_t slot, int device, bool timing) {
+  absl::MutexLock lock(&mutex_);
+  if (slot >= events_.size()) return;
+  EventInfo info;
+  info.device = device;
+  info.timing = timing;
+  events_[slot] = info;
+}
+
+void EventTable::Remove(uint32_t slot) {
+  absl::MutexLock lock(&mutex_);
+  if (slot < events_.size()) events_[slot].reset();
+}
+
+std::optional<EventInfo> EventTable::Find(uint32_t slot) const {
+  absl::MutexLock lock(&mutex_);
+  if (slot >= events_.size()) return std::nullopt;
+  return events_[slot];
+}
+
+void EventTable::SetRecorded(uint32_t slot, const StreamPosition& position) {
+  absl::MutexLock lock(&mutex_);
+  if (slot >= events_.size() || !events_[slot].has_value()) return;
+  events_[slot]->recorded = position;
+  events_[slot]->recorded_work_done = false;
+}
+
+void EventTable::ForgetStream(uint32_t stream_slot) {
+  absl::MutexLock lock(&mutex_);
+  for (std::optional<EventInfo>& event : events_) {
+    if (event.has_value() && event->recorded.sequence != 0 &&
+        event->recorded.slot == stream_slot) {
+      event->recorded_work_done = true;
+    }
+  }
+}
+
+}  // namespace openreg

@@ -1,0 +1,45 @@
+// Client-side bookkeeping of the session's events. The daemon only stamps
+// an event slot when its stream reaches the RecordEvent command; whether
+// the recorded work is done is answered here from the (stream, sequence)
+// of the latest EventRecord, compared with the stream's completion counter.
+#ifndef OPENREG_RUNTIME_CLIENT_EVENT_TABLE_H_
+#define OPENREG_RUNTIME_CLIENT_EVENT_TABLE_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "runtime_client/staging_pool.h"
+
+namespace openreg {
+
+struct EventInfo {
+  int device = -1;
+  bool timing = true;
+  // Where the latest EventRecord was enqueued; sequence 0 = never recorded.
+  StreamPosition recorded;
+  // The recording stream was destroyed after finishing: the work is done.
+  bool recorded_work_done = false;
+};
+
+class EventTable {
+ public:
+  explicit EventTable(uint32_t max_events);
+
+  void Add(uint32_t slot, int device, bool timing);
+  void Remove(uint32_t slot);
+  // nullopt when `slot` is not a live event of this session.
+  std::optional<EventInfo> Find(uint32_t slot) const;
+  void SetRecorded(uint32_t slot, const StreamPosition& position);
+  // See StagingPool::ForgetStream.
+  void ForgetStream(uint32_t stream_slot);
+
+ private:
+  mutable absl::Mutex mutex_;
+  std::vector<std::optional<EventInfo>> events_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace openreg
+
+#endif  // OPENREG_RUNTIME_CLIENT_EVENT_TABLE_H_

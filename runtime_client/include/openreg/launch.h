@@ -1,0 +1,32 @@
+// Op launch and introspection for the torch backend (and other framework
+// integrations). Kept apart from runtime.h because it exposes the protobuf
+// command types.
+#ifndef OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_LAUNCH_H_
+#define OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_LAUNCH_H_
+
+#include "openreg/runtime.h"
+#include "protos/commands.pb.h"
+#include "protos/control.pb.h"
+
+namespace openreg {
+
+// Enqueues an op on `stream` and returns at once. Output tensors must
+// already be allocated (their shapes came from the op's Meta kernel).
+// Failures inside the kernel are reported at the next synchronizing call.
+Error LaunchOp(const proto::LaunchOp& op, StreamId stream = kDefaultStream);
+
+// Enqueues an op whose outputs the daemon allocates, waits for it and
+// returns the outputs (device tensors owned by this session: free them with
+// Free) in `reply`. Kernel failures are returned directly.
+Error LaunchOpSync(const proto::LaunchOp& op, proto::OpReply* reply,
+                   StreamId stream = kDefaultStream);
+
+// The sequence number of the last command submitted to `stream`.
+uint64_t LastSubmitted(StreamId stream);
+
+// Daemon-wide statistics (per-device memory and kernel counters, sessions).
+Error GetStats(proto::GetStatsReply* stats);
+
+}  // namespace openreg
+
+#endif  // OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_LAUNCH_H_

@@ -1,0 +1,147 @@
+// openreg runtime: a CUDA-runtime-like C++ API over openreg-daemon.
+//
+// No libtorch. Every call connects lazily: the first call finds the daemon
+// on $OPENREG_DAEMON_SOCKET (or the default socket), spawning one when
+// autospawn is allowed, performs the version handshake and attaches a
+// session. Calls return an Error; the message of the last failure on the
+// calling thread is available from GetLastErrorMessage().
+//
+// Device pointers are opaque device addresses (see data_plane/
+// device_address.h): never dereference them in the client.
+#ifndef OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_RUNTIME_H_
+#define OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_RUNTIME_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace openreg {
+
+// Values equal proto::ErrorCode so that codes cross processes unchanged.
+enum class Error : int {
+  kSuccess = 0,
+  kInvalidValue = 1,
+  kInvalidDevice = 2,
+  kOutOfMemory = 3,
+  kNotReady = 4,
+  kDaemonUnavailable = 5,
+  kDeviceLost = 6,
+  kVersionMismatch = 7,
+  kKernelFailure = 8,
+  kInvalidHandle = 9,
+  kPermissionDenied = 10,
+  kResourceExhausted = 11,
+  kInternal = 12,
+};
+
+// "invalid value", "out of memory", ...
+const char* ErrorName(Error error);
+
+// The last error on this thread, then reset to kSuccess (cudaGetLastError).
+Error GetLastError();
+// The last error on this thread, not reset (cudaPeekAtLastError).
+Error PeekAtLastError();
+// The message that went with the last error on this thread.
+std::string GetLastErrorMessage();
+
+// ---- Connection --------------------------------------------------------
+// Connects and attaches now instead of at the first call.
+Error Init();
+// Where the client looks for the daemon: $OPENREG_DAEMON_SOCKET, else
+// $XDG_RUNTIME_DIR/openreg/daemon.sock, else /tmp/openreg-$UID/daemon.sock.
+std::string DefaultSocketPath();
+// The daemon binary to spawn when none answers (if autospawn is allowed:
+// $OPENREG_AUTOSPAWN unset or not "0"). $OPENREG_DAEMON_BINARY wins.
+void SetDaemonBinary(const std::string& path);
+// True once a session is attached (never connects).
+bool IsConnected();
+// Detaches the session (frees its memory in the daemon). Later calls
+// attach a new session.
+Error Shutdown();
+
+// ---- Devices -----------------------------------------------------------
+struct DeviceProperties {
+  std::string name;
+  uint64_t total_memory = 0;
+  int multiprocessor_count = 0;
+  int major = 0;
+  int minor = 0;
+};
+
+Error GetDeviceCount(int* count);
+// The calling thread's current device (default 0).
+Error SetDevice(int device);
+Error GetDevice(int* device);
+Error GetDeviceProperties(DeviceProperties* properties, int device);
+// Free and total bytes of `device` as the daemon sees them (all clients).
+Error MemGetInfo(size_t* free_bytes, size_t* total_bytes, int device);
+// Waits for every stream of the current device.
+Error DeviceSynchronize();
+
+// ---- Memory ------------------------------------------------------------
+// Allocates on the current device. On out-of-memory the client waits for
+// its pending frees once and retries before failing with kOutOfMemory.
+Error Malloc(void** device_ptr, size_t size);
+// Frees memory from Malloc. The memory is released after every command
+// already submitted on that device has finished; the call does not block.
+Error Free(void* device_ptr);
+// The device of a device pointer; kInvalidValue for anything else.
+Error PointerGetDevice(const void* ptr, int* device);
+
+enum class MemcpyKind {
+  kHostToHost,
+  kHostToDevice,
+  kDeviceToHost,
+  kDeviceToDevice,
+};
+
+// Default stream of a device is the stream whose id equals the device index.
+using StreamId = uint32_t;
+// The calling thread's current device's default stream.
+inline constexpr StreamId kDefaultStream = 0xffffffffu;
+
+// Synchronous: returns when the copy is complete.
+Error Memcpy(void* dst, const void* src, size_t count, MemcpyKind kind);
+// Ordered on `stream`. Host-to-device returns once the source has been
+// staged (the host buffer may be reused). Device-to-host from pageable
+// memory waits for the copy, as CUDA does.
+Error MemcpyAsync(void* dst, const void* src, size_t count, MemcpyKind kind,
+                  StreamId stream = kDefaultStream);
+Error MemsetAsync(void* device_ptr, int value, size_t count,
+                  StreamId stream = kDefaultStream);
+
+// ---- Streams -----------------------------------------------------------
+// Creates a stream on the current device. Lower priority value = higher
+// priority, as in CUDA.
+Error StreamCreate(StreamId* stream, int priority = 0);
+Error StreamDestroy(StreamId stream);
+// kSuccess when all submitted work is done, kNotReady otherwise.
+Error StreamQuery(StreamId stream);
+Error StreamSynchronize(StreamId stream);
+Error StreamGetDevice(StreamId stream, int* device);
+// Makes `waiter` wait (on the device, the host does not block) until
+// `waitee` has finished everything submitted to it so far.
+Error StreamWaitStream(StreamId waiter, StreamId waitee);
+// Resolves kDefaultStream to the current device's default stream.
+StreamId ResolveStream(StreamId stream);
+
+// ---- Events ------------------------------------------------------------
+using EventId = uint32_t;
+inline constexpr unsigned kEventDefault = 0;
+inline constexpr unsigned kEventDisableTiming = 1;
+
+// Creates an event on the current device.
+Error EventCreate(EventId* event, unsigned flags = kEventDefault);
+Error EventDestroy(EventId event);
+Error EventRecord(EventId event, StreamId stream = kDefaultStream);
+// kSuccess when the recorded work is done (or never recorded), else
+// kNotReady.
+Error EventQuery(EventId event);
+Error EventSynchronize(EventId event);
+Error StreamWaitEvent(StreamId stream, EventId event);
+// Milliseconds between two recorded, completed events.
+Error EventElapsedTime(float* milliseconds, EventId start, EventId end);
+
+}  // namespace openreg
+
+#endif  // OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_RUNTIME_H_

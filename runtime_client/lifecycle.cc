@@ -1,0 +1,27 @@
+// Connection lifecycle of the public API (runtime.h): Init, Shutdown and
+// where the daemon is looked for.
+#include "openreg/runtime.h"
+#include "runtime_client/client.h"
+#include "runtime_client/daemon_locator.h"
+#include "runtime_client/thread_state.h"
+
+namespace openreg {
+
+Error Init() {
+  return ReturnStatus(WithSession([](Session&) { return absl::OkStatus(); }));
+}
+
+std::string DefaultSocketPath() { return ResolveSocketPath(); }
+
+void SetDaemonBinary(const std::string& path) {
+  SetConfiguredDaemonBinary(path);
+}
+
+bool IsConnected() {
+  std::shared_ptr<Session> session = Client::Get().CurrentSession();
+  return session != nullptr && session->CheckAlive().ok();
+}
+
+Error Shutdown() { return ReturnStatus(Client::Get().Shutdown()); }
+
+}  // namespace openreg

@@ -1,0 +1,321 @@
+#include "runtime_client/session.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "runtime_client/command_encoding.h"
+#include "runtime_client/thread_state.h"
+
+namespace openreg {
+namespace {
+
+// A fixed-size text field from shared memory; the daemon is expected to
+// NUL-terminate it, but the copy is bounded either way.
+template <size_t N>
+std::string FieldText(const char (&field)[N]) {
+  return std::string(field, strnlen(field, N));
+}
+
+bool IsKnownError(uint32_t code) {
+  return code > static_cast<uint32_t>(Error::kSuccess) &&
+         code <= static_cast<uint32_t>(Error::kInternal);
+}
+
+}  // namespace
+
+Session::Session(Connection connection)
+    : connection_(std::move(connection)),
+      view_(connection_.segment.data()),
+      limits_(view_.header()->limits),
+      device_count_(static_cast<int>(view_.header()->device_count)),
+      event_slots_(view_.event(0)),
+      liveness_(connection_.attach_socket.get(), connection_.socket_path),
+      staging_(view_.staging(), limits_.staging_bytes),
+      events_(limits_.max_events) {
+  streams_.reserve(limits_.max_streams);
+  for (uint32_t slot = 0; slot < limits_.max_streams; ++slot) {
+    streams_.push_back(std::make_unique<StreamContext>(
+        slot, view_.stream(slot), view_.ring_buffer(slot), limits_.ring_bytes,
+        view_.reply_area(slot), limits_.max_streams));
+  }
+  // Stream slot d is device d's default stream, active from the start.
+  for (int device = 0; device < device_count_; ++device) {
+    ActivateStream(static_cast<uint32_t>(device), device);
+  }
+}
+
+absl::Status Session::ValidateDevice(int device) const {
+  if (device >= 0 && device < device_count_) return absl::OkStatus();
+  return MakeError(
+      Error::kInvalidDevice,
+      absl::StrCat("openreg: device index ", device,
+                   " is out of range: the daemon has ", device_count_,
+                   " openreg device", device_count_ == 1 ? "" : "s"));
+}
+
+absl::StatusOr<int> Session::CurrentDevice() const {
+  const int device = openreg::CurrentDevice();
+  absl::Status valid = ValidateDevice(device);
+  if (!valid.ok()) return valid;
+  return device;
+}
+
+absl::StatusOr<StreamContext*> Session::FindStream(StreamId stream) {
+  if (stream == kDefaultStream) {
+    absl::StatusOr<int> device = CurrentDevice();
+    if (!device.ok()) return device.status();
+    return streams_[*device].get();
+  }
+  if (stream < streams_.size() &&
+      streams_[stream]->active.load(std::memory_order_acquire)) {
+    return streams_[stream].get();
+  }
+  return MakeError(Error::kInvalidHandle,
+                   absl::StrCat("openreg: stream ", stream,
+                                " is not a live stream of this process "
+                                "(never created, or destroyed)"));
+}
+
+void Session::ForEachActiveStream(
+    int device, absl::FunctionRef<void(StreamContext&)> visit) {
+  for (const std::unique_ptr<StreamContext>& stream : streams_) {
+    if (stream->active.load(std::memory_order_acquire) &&
+        stream->device.load(std::memory_order_relaxed) == device) {
+      visit(*stream);
+    }
+  }
+}
+
+void Session::ActivateStream(uint32_t slot, int device) {
+  StreamContext& stream = *streams_[slot];
+  // The daemon expects command sequence numbers to continue from the
+  // slot's completion counter (it resets a reused slot to 0 before
+  // answering CreateStream); counting from the counter also means a stale
+  // value could never make new work look finished.
+  stream.last_submitted.store(stream.shared->completed.Load(),
+                              std::memory_order_relaxed);
+  stream.device.store(device, std::memory_order_relaxed);
+  stream.active.store(true, std::memory_order_release);
+}
+
+void Session::DeactivateStream(uint32_t slot) {
+  streams_[slot]->active.store(false, std::memory_order_release);
+  // Its own waits on other streams are gone with it.
+  for (const std::unique_ptr<StreamContext>& other : streams_) {
+    other->waiters[slot].store(0, std::memory_order_relaxed);
+  }
+  staging_.ForgetStream(slot);
+  events_.ForgetStream(slot);
+}
+
+bool Session::IsFaulted(const StreamContext& stream) const {
+  return stream.shared->state.load(std::memory_order_acquire) ==
+         static_cast<uint32_t>(StreamState::kFaulted);
+}
+
+absl::Status Session::FaultedError(const StreamContext& stream) const {
+  return MakeError(
+      Error::kInternal,
+      absl::StrCat("openreg: stream ", stream.slot, " on openreg:",
+                   stream.device.load(std::memory_order_relaxed),
+                   " is faulted: the daemon stopped reading its commands "
+                   "after a malformed one; use another stream"));
+}
+
+absl::StatusOr<uint64_t> Session::Submit(StreamContext& stream,
+                                         Encoder encode) {
+  absl::MutexLock lock(&stream.mutex);
+  return SubmitLocked(stream, encode);
+}
+
+absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
+                                               Encoder encode) {
+  absl::Status alive = liveness_.Check();
+  if (!alive.ok()) return alive;
+  if (IsFaulted(stream)) return TakeStreamError(stream);
+  const uint64_t sequence =
+      stream.last_submitted.load(std::memory_order_relaxed) + 1;
+  const absl::string_view payload = encode(sequence);
+  if (payload.size() > stream.writer.MaxPayload()) {
+    return MakeError(Error::kInvalidValue,
+                     absl::StrCat("openreg: a command of ", payload.size(),
+                                  " bytes exceeds the stream ring's limit of ",
+                                  stream.writer.MaxPayload(), " bytes"));
+  }
+  while (true) {
+    absl::Status written =
+        stream.writer.Write(payload.data(), payload.size(), kWaitSlice);
+    if (written.ok()) break;
+    if (!absl::IsResourceExhausted(written)) {
+      return MakeError(Error::kInvalidValue,
+                       absl::StrCat("openreg: ", written.message()));
+    }
+    // Ring full: the daemon is behind, stuck, faulted or dead.
+    absl::Status probe = liveness_.Probe();
+    if (!probe.ok()) return probe;
+    if (IsFaulted(stream)) return TakeStreamError(stream);
+  }
+  stream.last_submitted.store(sequence, std::memory_order_release);
+  return sequence;
+}
+
+absl::StatusOr<uint64_t> Session::SubmitCommand(StreamContext& stream,
+                                                proto::Command* command) {
+  return Submit(stream, [command](uint64_t sequence) {
+    command->set_sequence(sequence);
+    return EncodeCommand(*command);
+  });
+}
+
+absl::Status Session::SubmitWait(StreamContext& waiter,
+                                 const StreamPosition& awaited) {
+  if (awaited.slot == waiter.slot || IsFinished(awaited)) {
+    return absl::OkStatus();
+  }
+  proto::Command command;
+  command.mutable_wait_stream()->set_stream_slot(awaited.slot);
+  command.mutable_wait_stream()->set_sequence(awaited.sequence);
+  absl::StatusOr<uint64_t> sequence = SubmitCommand(waiter, &command);
+  if (!sequence.ok()) return sequence.status();
+  NoteWaiter(awaited.slot, {waiter.slot, *sequence});
+  return absl::OkStatus();
+}
+
+void Session::NoteWaiter(uint32_t awaited_slot, const StreamPosition& waiter) {
+  std::atomic<uint64_t>& last = streams_[awaited_slot]->waiters[waiter.slot];
+  uint64_t previous = last.load(std::memory_order_relaxed);
+  while (previous < waiter.sequence &&
+         !last.compare_exchange_weak(previous, waiter.sequence,
+                                     std::memory_order_relaxed)) {
+  }
+}
+
+absl::Status Session::WaitForWaiters(StreamContext& stream) {
+  for (uint32_t slot = 0; slot < limits_.max_streams; ++slot) {
+    const uint64_t sequence =
+        stream.waiters[slot].load(std::memory_order_relaxed);
+    if (sequence == 0) continue;
+    StreamContext& waiter = *streams_[slot];
+    if (waiter.active.load(std::memory_order_acquire)) {
+      absl::Status waited = WaitForCompletion(waiter, sequence);
+      if (ErrorOf(waited) == Error::kDeviceLost) return waited;
+    }
+    stream.waiters[slot].store(0, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::WaitForCompletion(StreamContext& stream,
+                                        uint64_t sequence) {
+  WaitableCounter& completed = stream.shared->completed;
+  while (completed.Load() < sequence) {
+    if (IsFaulted(stream)) return TakeStreamError(stream);
+    if (completed.WaitForAtLeast(sequence, kWaitSlice)) break;
+    absl::Status probe = liveness_.Probe();
+    if (!probe.ok()) return probe;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::TakeStreamError(StreamContext& stream) {
+  StreamSlot* shared = stream.shared;
+  uint32_t code = shared->error_code.load(std::memory_order_acquire);
+  if (code == 0) {
+    return IsFaulted(stream) ? FaultedError(stream) : absl::OkStatus();
+  }
+  // The daemon wrote the text before publishing the code (release), and
+  // writes nothing new until the code is cleared, so the copy is stable.
+  const std::string op = FieldText(shared->error_op);
+  const std::string message = FieldText(shared->error_message);
+  shared->error_code.compare_exchange_strong(code, 0,
+                                             std::memory_order_acq_rel);
+  const Error error =
+      IsKnownError(code) ? static_cast<Error>(code) : Error::kKernelFailure;
+  return MakeError(
+      error, absl::StrCat("openreg: ", op.empty() ? "a command" : op,
+                          " failed on openreg:",
+                          stream.device.load(std::memory_order_relaxed), ": ",
+                          message));
+}
+
+absl::Status Session::Synchronize(StreamContext& stream) {
+  absl::Status waited = WaitForCompletion(
+      stream, stream.last_submitted.load(std::memory_order_acquire));
+  if (!waited.ok()) return waited;
+  return TakeStreamError(stream);
+}
+
+absl::Status Session::WaitForDevice(int device) {
+  std::vector<StreamContext*> streams;
+  ForEachActiveStream(device, [&streams](StreamContext& stream) {
+    streams.push_back(&stream);
+  });
+  for (StreamContext* stream : streams) {
+    absl::Status waited = WaitForCompletion(
+        *stream, stream->last_submitted.load(std::memory_order_acquire));
+    if (!waited.ok()) return waited;
+  }
+  return absl::OkStatus();
+}
+
+bool Session::IsFinished(const StreamPosition& position) const {
+  if (position.sequence == 0) return true;
+  const StreamContext& stream = *streams_[position.slot];
+  // A faulted stream will never run the command: the chunk is free.
+  return stream.shared->completed.Load() >= position.sequence ||
+         IsFaulted(stream);
+}
+
+absl::StatusOr<std::optional<StagingChunk>> Session::AcquireStagingChunk(
+    bool wait_for_chunk) {
+  auto finished = [this](const StreamPosition& position) {
+    return IsFinished(position);
+  };
+  std::optional<StagingChunk> chunk;
+  while (true) {
+    chunk = staging_.Reserve(
+        finished, wait_for_chunk ? kWaitSlice : absl::ZeroDuration());
+    if (chunk.has_value()) break;
+    if (!wait_for_chunk) return std::optional<StagingChunk>();
+    absl::Status probe = liveness_.Probe();
+    if (!probe.ok()) return probe;
+  }
+  // The daemon may still be reading or writing the chunk for its last
+  // command; wait until that command is done.
+  const StreamPosition last_use = chunk->last_use;
+  while (!IsFinished(last_use)) {
+    streams_[last_use.slot]->shared->completed.WaitForAtLeast(last_use.sequence,
+                                                              kWaitSlice);
+    absl::Status probe = liveness_.Probe();
+    if (!probe.ok()) {
+      staging_.Release(chunk->index, last_use);
+      return probe;
+    }
+  }
+  return chunk;
+}
+
+absl::Status Session::TransportError(absl::string_view rpc_name,
+                                     const grpc::Status& status) {
+  if (liveness_.ConfirmLost()) return liveness_.Check();
+  return MakeError(
+      Error::kDaemonUnavailable,
+      absl::StrCat("openreg: the ", rpc_name, " call to the daemon on ",
+                   socket_path(), " failed: ", status.error_message()));
+}
+
+absl::Status Session::Detach() {
+  absl::Status result;
+  if (!liveness_.lost()) {
+    proto::DetachRequest request;
+    FillRef(request.mutable_session());
+    proto::DetachReply reply;
+    result =
+        Call("Detach", &proto::DeviceDaemon::Stub::Detach, request, &reply);
+  }
+  liveness_.MarkDetached();
+  return result;
+}
+
+}  // namespace openreg

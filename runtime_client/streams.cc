@@ -1,0 +1,128 @@
+// Streams (runtime.h). A stream is a slot of the session segment: its id
+// is the slot index, and the daemon runs its ring in order. Default streams
+// (slot = device index) exist from the start and cannot be destroyed.
+#include "absl/strings/str_cat.h"
+#include "openreg/runtime.h"
+#include "runtime_client/client.h"
+#include "runtime_client/thread_state.h"
+
+namespace openreg {
+
+Error StreamCreate(StreamId* stream, int priority) {
+  if (stream == nullptr) {
+    return ReturnStatus(NullArgumentError("StreamCreate", "stream"));
+  }
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    absl::StatusOr<int> device = session.CurrentDevice();
+    if (!device.ok()) return device.status();
+    proto::CreateStreamRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_device(*device);
+    request.set_priority(priority);
+    proto::CreateStreamReply reply;
+    absl::Status created =
+        session.Call("CreateStream", &proto::DeviceDaemon::Stub::CreateStream,
+                     request, &reply);
+    if (!created.ok()) return created;
+    if (reply.slot() < static_cast<uint32_t>(session.device_count()) ||
+        reply.slot() >= session.limits().max_streams) {
+      return MakeError(
+          Error::kInternal,
+          absl::StrCat("openreg: the daemon created stream slot ", reply.slot(),
+                       ", which is not a valid "
+                       "non-default slot"));
+    }
+    session.ActivateStream(reply.slot(), *device);
+    *stream = reply.slot();
+    return absl::OkStatus();
+  }));
+}
+
+Error StreamDestroy(StreamId stream) {
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    absl::StatusOr<StreamContext*> found = session.FindStream(stream);
+    if (!found.ok()) return found.status();
+    StreamContext& context = **found;
+    if (context.slot < static_cast<uint32_t>(session.device_count())) {
+      return MakeError(Error::kInvalidHandle,
+                       absl::StrCat("openreg: stream ", context.slot,
+                                    " is the default stream of openreg:",
+                                    context.slot, " and cannot be destroyed"));
+    }
+    absl::MutexLock lock(&context.mutex);
+    // Finish queued work first (as cudaStreamDestroy does), so that the
+    // slot is idle when the daemon reclaims it. A faulted stream is
+    // destroyed anyway: that is the way out of it.
+    absl::Status waited = session.WaitForCompletion(
+        context, context.last_submitted.load(std::memory_order_acquire));
+    if (ErrorOf(waited) == Error::kDeviceLost) return waited;
+    absl::Status waiters = absl::OkStatus();
+    if (!waiters.ok()) return waiters;
+    proto::DestroyStreamRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_slot(context.slot);
+    proto::DestroyStreamReply reply;
+    absl::Status destroyed =
+        session.Call("DestroyStream", &proto::DeviceDaemon::Stub::DestroyStream,
+                     request, &reply);
+    if (!destroyed.ok()) return destroyed;
+    session.DeactivateStream(context.slot);
+    return absl::OkStatus();
+  }));
+}
+
+Error StreamQuery(StreamId stream) {
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    absl::StatusOr<StreamContext*> found = session.FindStream(stream);
+    if (!found.ok()) return found.status();
+    StreamContext& context = **found;
+    const uint64_t submitted =
+        context.last_submitted.load(std::memory_order_acquire);
+    if (context.shared->completed.Load() < submitted &&
+        !session.IsFaulted(context)) {
+      return MakeError(Error::kNotReady,
+                       absl::StrCat("openreg: stream ", context.slot,
+                                    " has unfinished work"));
+    }
+    return session.TakeStreamError(context);
+  }));
+}
+
+Error StreamSynchronize(StreamId stream) {
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    absl::StatusOr<StreamContext*> found = session.FindStream(stream);
+    if (!found.ok()) return found.status();
+    return session.Synchronize(**found);
+  }));
+}
+
+Error StreamGetDevice(StreamId stream, int* device) {
+  if (device == nullptr) {
+    return ReturnStatus(NullArgumentError("StreamGetDevice", "device"));
+  }
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    absl::StatusOr<StreamContext*> found = session.FindStream(stream);
+    if (!found.ok()) return found.status();
+    *device = (*found)->device.load(std::memory_order_relaxed);
+    return absl::OkStatus();
+  }));
+}
+
+Error StreamWaitStream(StreamId waiter, StreamId waitee) {
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    absl::StatusOr<StreamContext*> waiting = session.FindStream(waiter);
+    if (!waiting.ok()) return waiting.status();
+    absl::StatusOr<StreamContext*> awaited = session.FindStream(waitee);
+    if (!awaited.ok()) return awaited.status();
+    return session.SubmitWait(
+        **waiting, {(*awaited)->slot, (*awaited)->last_submitted.load(
+                                          std::memory_order_acquire)});
+  }));
+}
+
+StreamId ResolveStream(StreamId stream) {
+  return stream == kDefaultStream ? static_cast<StreamId>(CurrentDevice())
+                                  : stream;
+}
+
+}  // namespace openreg

@@ -1,0 +1,37 @@
+// The PrivateUse1 device allocator: every allocation is a block of daemon
+// memory obtained through the runtime client. Keeps per-device statistics
+// for torch.openreg.memory_* and torch.accelerator.
+#ifndef OPENREG_TORCH_BACKEND_DEVICE_ALLOCATOR_H_
+#define OPENREG_TORCH_BACKEND_DEVICE_ALLOCATOR_H_
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <cstddef>
+
+namespace openreg::torch_backend {
+
+class DeviceAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override;
+  c10::DeleterFnPtr raw_deleter() const override;
+  void copy_data(void* dest, const void* src, std::size_t count) const override;
+
+  bool initialized() override { return true; }
+  void emptyCache(c10::MempoolId_t mempool_id) override;
+  void recordStream(const c10::DataPtr& ptr, c10::Stream stream) override;
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(
+      c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override;
+  void resetPeakStats(c10::DeviceIndex device) override;
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override;
+
+  // Wraps memory the daemon allocated for this session (outputs of a
+  // synchronous op) so that it is accounted and freed like our own.
+  c10::DataPtr Adopt(void* device_ptr, size_t nbytes, c10::DeviceIndex device);
+};
+
+DeviceAllocator& GetDeviceAllocator();
+
+}  // namespace openreg::torch_backend
+
+#endif  // OPENREG_TORCH_BACKEND_DEVICE_ALLOCATOR_H_

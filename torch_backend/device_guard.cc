@@ -1,0 +1,239 @@
+#include "torch_backend/device_guard.h"
+
+#include <c10/core/DeviceGuard.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+
+#include "data_plane/device_address.h"
+#include "openreg/runtime.h"
+#include "torch_backend/runtime_error.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+constexpr c10::DeviceType kType = DeviceGuardImpl::kDeviceType;
+// Streams created per device for getStreamFromGlobalPool, handed out round
+// robin like CUDA's pool.
+constexpr int kPoolStreamsPerDevice = 4;
+
+// Stream ids are runtime stream slots; device d's default stream is slot d.
+c10::Stream MakeStream(c10::DeviceIndex device, StreamId slot) {
+  return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, device),
+                     static_cast<c10::StreamId>(slot));
+}
+
+// -1 means "the device's default stream".
+thread_local std::array<int64_t, kMaxDevices> current_streams = [] {
+  std::array<int64_t, kMaxDevices> streams;
+  streams.fill(-1);
+  return streams;
+}();
+
+c10::DeviceIndex ResolveDevice(c10::DeviceIndex device) {
+  if (device >= 0) return device;
+  int current = 0;
+  OPENREG_CHECK(GetDevice(&current));
+  return static_cast<c10::DeviceIndex>(current);
+}
+
+void CheckDeviceIndex(c10::DeviceIndex device) {
+  TORCH_CHECK(device >= 0 && device < kMaxDevices,
+              "openreg: device index ", static_cast<int>(device),
+              " is out of range");
+}
+
+// Events cross the c10 interface as void*: runtime event id + 1, so that
+// nullptr means "not created yet".
+EventId EventFromHandle(void* handle) {
+  return static_cast<EventId>(reinterpret_cast<uintptr_t>(handle) - 1);
+}
+void* HandleFromEvent(EventId event) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(event) + 1);
+}
+
+}  // namespace
+
+c10::Stream DefaultStream(c10::DeviceIndex device) {
+  device = ResolveDevice(device);
+  return MakeStream(device, static_cast<StreamId>(device));
+}
+
+c10::Stream CurrentStream(c10::DeviceIndex device) {
+  device = ResolveDevice(device);
+  CheckDeviceIndex(device);
+  const int64_t slot = current_streams[device];
+  return slot < 0 ? DefaultStream(device)
+                  : MakeStream(device, static_cast<StreamId>(slot));
+}
+
+c10::Stream ExchangeStream(c10::Stream stream) {
+  const c10::DeviceIndex device = stream.device_index();
+  c10::Stream previous = CurrentStream(device);
+  current_streams[device] = stream.id();
+  return previous;
+}
+
+c10::Device DeviceGuardImpl::exchangeDevice(c10::Device device) const {
+  c10::Device previous = getDevice();
+  if (previous.index() != device.index()) setDevice(device);
+  return previous;
+}
+
+c10::Device DeviceGuardImpl::getDevice() const {
+  int device = 0;
+  OPENREG_CHECK(GetDevice(&device));
+  return c10::Device(kType, static_cast<c10::DeviceIndex>(device));
+}
+
+void DeviceGuardImpl::setDevice(c10::Device device) const {
+  TORCH_CHECK(device.type() == kType, "openreg: expected an openreg device, got ",
+              device);
+  if (device.index() < 0) return;
+  OPENREG_CHECK(SetDevice(device.index()));
+}
+
+void DeviceGuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
+  if (device.index() >= 0) SetDevice(device.index());
+}
+
+c10::Stream DeviceGuardImpl::getStream(c10::Device device) const {
+  return CurrentStream(device.index());
+}
+
+c10::Stream DeviceGuardImpl::getDefaultStream(c10::Device device) const {
+  return DefaultStream(device.index());
+}
+
+c10::Stream DeviceGuardImpl::getStreamFromGlobalPool(
+    c10::Device device, bool is_high_priority) const {
+  const c10::DeviceIndex index = ResolveDevice(device.index());
+  CheckDeviceIndex(index);
+  struct Pool {
+    std::once_flag created;
+    std::array<StreamId, kPoolStreamsPerDevice> streams;
+    std::atomic<uint32_t> next{0};
+  };
+  static std::array<Pool, kMaxDevices>* pools =
+      new std::array<Pool, kMaxDevices>();  // leaked: outlives static dtors
+  Pool& pool = (*pools)[index];
+  std::call_once(pool.created, [&] {
+    c10::DeviceGuard guard(c10::Device(kType, index));
+    for (StreamId& stream : pool.streams) {
+      OPENREG_CHECK(StreamCreate(&stream, is_high_priority ? -1 : 0));
+    }
+  });
+  const uint32_t pick = pool.next.fetch_add(1) % kPoolStreamsPerDevice;
+  return MakeStream(index, pool.streams[pick]);
+}
+
+c10::Stream DeviceGuardImpl::getNewStream(c10::Device device,
+                                          int priority) const {
+  const c10::DeviceIndex index = ResolveDevice(device.index());
+  c10::DeviceGuard guard(c10::Device(kType, index));
+  StreamId stream = 0;
+  OPENREG_CHECK(StreamCreate(&stream, priority));
+  return MakeStream(index, stream);
+}
+
+c10::Stream DeviceGuardImpl::exchangeStream(c10::Stream stream) const {
+  return ExchangeStream(stream);
+}
+
+c10::DeviceIndex DeviceGuardImpl::deviceCount() const noexcept {
+  int count = 0;
+  if (GetDeviceCount(&count) != Error::kSuccess) {
+    GetLastError();  // "no device" is the answer, not an error to keep
+    return 0;
+  }
+  return static_cast<c10::DeviceIndex>(count);
+}
+
+void DeviceGuardImpl::destroyEvent(
+    void* event, const c10::DeviceIndex /*device_index*/) const noexcept {
+  if (event == nullptr) return;
+  if (EventDestroy(EventFromHandle(event)) != Error::kSuccess) GetLastError();
+}
+
+void DeviceGuardImpl::record(void** event, const c10::Stream& stream,
+                             const c10::DeviceIndex device_index,
+                             const c10::EventFlag flag) const {
+  TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
+              "openreg: event device ", static_cast<int>(device_index),
+              " does not match the recording stream's device ",
+              static_cast<int>(stream.device_index()));
+  if (*event == nullptr) {
+    c10::DeviceGuard guard(stream.device());
+    EventId created = 0;
+    OPENREG_CHECK(EventCreate(&created, flag == c10::EventFlag::BACKEND_DEFAULT
+                                            ? kEventDefault
+                                            : kEventDisableTiming));
+    *event = HandleFromEvent(created);
+  }
+  OPENREG_CHECK(EventRecord(EventFromHandle(*event),
+                            static_cast<StreamId>(stream.id())));
+}
+
+void DeviceGuardImpl::block(void* event, const c10::Stream& stream) const {
+  if (event == nullptr) return;
+  OPENREG_CHECK(StreamWaitEvent(static_cast<StreamId>(stream.id()),
+                                EventFromHandle(event)));
+}
+
+bool DeviceGuardImpl::queryEvent(void* event) const {
+  if (event == nullptr) return true;
+  const Error error = EventQuery(EventFromHandle(event));
+  if (error == Error::kNotReady) {
+    GetLastError();
+    return false;
+  }
+  OPENREG_CHECK(error);
+  return true;
+}
+
+void DeviceGuardImpl::synchronizeEvent(void* event) const {
+  if (event == nullptr) return;
+  OPENREG_CHECK(EventSynchronize(EventFromHandle(event)));
+}
+
+double DeviceGuardImpl::elapsedTime(
+    void* start_event, void* end_event,
+    const c10::DeviceIndex /*device_index*/) const {
+  TORCH_CHECK(start_event != nullptr && end_event != nullptr,
+              "openreg: both events must be recorded before elapsed_time()");
+  float milliseconds = 0;
+  OPENREG_CHECK(EventElapsedTime(&milliseconds, EventFromHandle(start_event),
+                                 EventFromHandle(end_event)));
+  return milliseconds;
+}
+
+bool DeviceGuardImpl::queryStream(const c10::Stream& stream) const {
+  const Error error = StreamQuery(static_cast<StreamId>(stream.id()));
+  if (error == Error::kNotReady) {
+    GetLastError();
+    return false;
+  }
+  OPENREG_CHECK(error);
+  return true;
+}
+
+void DeviceGuardImpl::synchronizeStream(const c10::Stream& stream) const {
+  OPENREG_CHECK(StreamSynchronize(static_cast<StreamId>(stream.id())));
+}
+
+void DeviceGuardImpl::synchronizeDevice(
+    const c10::DeviceIndex device_index) const {
+  c10::DeviceGuard guard(c10::Device(kType, ResolveDevice(device_index)));
+  OPENREG_CHECK(DeviceSynchronize());
+}
+
+void DeviceGuardImpl::recordDataPtrOnStream(
+    const c10::DataPtr& /*data_ptr*/, const c10::Stream& /*stream*/) const {
+  // Frees are fenced against every stream of the session (see runtime
+  // Free), so no per-stream bookkeeping is needed yet.
+}
+
+C10_REGISTER_GUARD_IMPL(PrivateUse1, DeviceGuardImpl);
+
+}  // namespace openreg::torch_backend

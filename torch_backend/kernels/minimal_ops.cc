@@ -1,0 +1,266 @@
+// The explicit openreg kernels PyTorch needs from every backend: factory
+// functions, metadata-only views, resizing, set_, copies between host and
+// device, and reading a scalar back. Everything else goes through
+// remote_fallback.cc.
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "torch_backend/device_allocator.h"
+#include "torch_backend/device_guard.h"
+#include "torch_backend/hooks.h"
+#include "torch_backend/kernels/remote_launch.h"
+#include "torch_backend/runtime_error.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+constexpr c10::DispatchKeySet kKeySet(c10::DispatchKey::PrivateUse1);
+
+void CheckFactoryOptions(c10::Device device, std::optional<c10::Layout> layout,
+                         std::optional<bool> pin_memory) {
+  TORCH_CHECK(device.type() == kType, "openreg: expected an openreg device, got ",
+              device);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "openreg supports only strided tensors");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
+              "Only CPU tensors can be pinned");
+}
+
+at::Tensor EmptyMemoryFormat(c10::IntArrayRef size,
+                             std::optional<c10::ScalarType> dtype,
+                             std::optional<c10::Layout> layout,
+                             std::optional<c10::Device> device,
+                             std::optional<bool> pin_memory,
+                             std::optional<c10::MemoryFormat> memory_format) {
+  const c10::Device where = c10::device_or_default(device);
+  CheckFactoryOptions(where, layout, pin_memory);
+  const c10::DeviceGuard guard(where);
+  return at::detail::empty_generic(size, &GetDeviceAllocator(), kKeySet,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                        std::optional<c10::ScalarType> dtype,
+                        std::optional<c10::Layout> layout,
+                        std::optional<c10::Device> device,
+                        std::optional<bool> pin_memory) {
+  const c10::Device where = c10::device_or_default(device);
+  CheckFactoryOptions(where, layout, pin_memory);
+  const c10::DeviceGuard guard(where);
+  return at::detail::empty_strided_generic(size, stride, &GetDeviceAllocator(),
+                                           kKeySet, c10::dtype_or_default(dtype));
+}
+
+at::Tensor AsStrided(const at::Tensor& self, c10::SymIntArrayRef size,
+                     c10::SymIntArrayRef stride,
+                     std::optional<c10::SymInt> storage_offset) {
+  return at::native::as_strided_tensorimpl(
+      self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
+      storage_offset ? std::optional<int64_t>(storage_offset->guard_int(
+                           __FILE__, __LINE__))
+                     : std::nullopt);
+}
+
+at::Tensor View(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor ReshapeAlias(const at::Tensor& self, c10::SymIntArrayRef size,
+                        c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+// Grows the storage through the device allocator (contents copied on the
+// device), then updates the metadata; never touches device memory here.
+void SetSizesAndStrides(const at::Tensor& self, c10::IntArrayRef size,
+                        std::optional<c10::IntArrayRef> stride) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (stride.has_value()) {
+    impl->set_sizes_and_strides(size, *stride);
+  } else {
+    impl->set_sizes_contiguous(size);
+  }
+  if (impl->numel() == 0) return;
+  int64_t extent = 0;
+  for (int64_t d = 0; d < impl->dim(); ++d) {
+    extent += (impl->size(d) - 1) * impl->stride(d);
+  }
+  EnsureStorageBytes(impl->storage(),
+                     (impl->storage_offset() + extent + 1) * impl->itemsize());
+}
+
+const at::Tensor& Resize(const at::Tensor& self, c10::SymIntArrayRef size,
+                         std::optional<c10::MemoryFormat> memory_format) {
+  const c10::IntArrayRef sizes = C10_AS_INTARRAYREF_SLOW(size);
+  for (int64_t dim : sizes) {
+    TORCH_CHECK(dim >= 0, "Trying to create tensor with negative dimension ",
+                dim, ": ", sizes);
+  }
+  if (self.sizes() != sizes) SetSizesAndStrides(self, sizes, std::nullopt);
+  if (memory_format.has_value()) {
+    TORCH_CHECK(*memory_format != c10::MemoryFormat::Preserve,
+                "Unsupported memory format ", *memory_format);
+    self.unsafeGetTensorImpl()->empty_tensor_restride(*memory_format);
+  }
+  return self;
+}
+
+at::Tensor& SetSourceStorageWithOffset(at::Tensor& self, c10::Storage source,
+                                       c10::SymInt storage_offset,
+                                       c10::SymIntArrayRef size,
+                                       c10::SymIntArrayRef stride) {
+  c10::TensorImpl* impl = self.unsafeGetTensorImpl();
+  if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(source);
+  impl->set_storage_offset(storage_offset.guard_int(__FILE__, __LINE__));
+  SetSizesAndStrides(self, C10_AS_INTARRAYREF_SLOW(size),
+                     C10_AS_INTARRAYREF_SLOW(stride));
+  return self;
+}
+
+at::Tensor& SetSourceStorage(at::Tensor& self, c10::Storage source) {
+  const int64_t elements =
+      static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  const std::vector<c10::SymInt> size = {c10::SymInt(elements)};
+  const std::vector<c10::SymInt> stride = {c10::SymInt(1)};
+  return SetSourceStorageWithOffset(self, std::move(source), 0, size, stride);
+}
+
+at::Tensor& SetSourceTensor(at::Tensor& self, const at::Tensor& source) {
+  if (self.unsafeGetTensorImpl() == source.unsafeGetTensorImpl()) return self;
+  return SetSourceStorageWithOffset(self, source.storage(),
+                                    source.sym_storage_offset(),
+                                    source.sym_sizes(), source.sym_strides());
+}
+
+at::Tensor& SetEmpty(at::Tensor& self) {
+  c10::Storage storage(c10::Storage::use_byte_size_t(), 0,
+                       &GetDeviceAllocator(), /*resizable=*/true);
+  return SetSourceStorage(self, std::move(storage));
+}
+
+const c10::OperatorHandle& CopyOp() {
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::copy_", "");
+  return op;
+}
+
+// Device-to-device copy (possibly across devices, with conversion) by the
+// daemon's copy_ kernel. Cross-device copies order both devices' current
+// streams around the copy, as CUDA's copy_ does.
+void CopyOnDevice(const at::Tensor& dst, const at::Tensor& src,
+                  bool non_blocking) {
+  const c10::DeviceIndex dst_device = dst.device().index();
+  const c10::DeviceIndex src_device = src.device().index();
+  const StreamId dst_stream =
+      static_cast<StreamId>(CurrentStream(dst_device).id());
+  const StreamId src_stream =
+      static_cast<StreamId>(CurrentStream(src_device).id());
+  const c10::DeviceGuard guard(dst.device());
+  if (dst_stream != src_stream) {
+    OPENREG_CHECK(StreamWaitStream(dst_stream, src_stream));
+  }
+  const std::vector<c10::IValue> arguments = {dst, src, non_blocking};
+  LaunchAsync(CopyOp(), arguments, {dst}, dst_device);
+  if (dst_stream != src_stream) {
+    OPENREG_CHECK(StreamWaitStream(src_stream, dst_stream));
+  }
+}
+
+// Host -> device: staged through shared memory. The host side is made
+// contiguous in the destination's dtype first; a strided destination gets
+// a contiguous device temporary and a device-side copy.
+void CopyFromHost(const at::Tensor& dst, const at::Tensor& src) {
+  const at::Tensor host =
+      src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
+  const c10::DeviceIndex device = dst.device().index();
+  if (dst.is_contiguous()) {
+    CopyHostToDevice(dst.mutable_data_ptr(), host.const_data_ptr(),
+                     host.nbytes(), device);
+    return;
+  }
+  at::Tensor staged = at::empty(dst.sizes(), dst.options());
+  CopyHostToDevice(staged.mutable_data_ptr(), host.const_data_ptr(),
+                   host.nbytes(), device);
+  CopyOnDevice(dst, staged, /*non_blocking=*/false);
+}
+
+// Device -> host: the device side is made contiguous on the device, read
+// back, then converted on the host if needed.
+void CopyToHost(const at::Tensor& dst, const at::Tensor& src) {
+  const at::Tensor device_src =
+      src.is_contiguous() && !src.is_conj() && !src.is_neg()
+          ? src
+          : src.resolve_conj().resolve_neg().contiguous();
+  const bool direct = dst.is_contiguous() &&
+                      dst.scalar_type() == src.scalar_type() &&
+                      dst.sizes() == src.sizes();
+  at::Tensor host = direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
+  CopyDeviceToHost(host.mutable_data_ptr(), device_src.const_data_ptr(),
+                   host.nbytes(), src.device().index());
+  if (!direct) dst.copy_(host);
+}
+
+at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst,
+                    bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(),
+              "openreg: copy between undefined tensors");
+  if (dst.numel() == 0) return dst;
+  if (self.is_privateuseone() && dst.is_privateuseone()) {
+    CopyOnDevice(dst, self, non_blocking);
+  } else if (dst.is_privateuseone()) {
+    TORCH_CHECK(self.is_cpu(), "openreg: cannot copy from ", self.device());
+    CopyFromHost(dst, self);
+  } else {
+    TORCH_CHECK(dst.is_cpu(), "openreg: cannot copy to ", dst.device());
+    CopyToHost(dst, self);
+  }
+  return dst;
+}
+
+at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
+  if (dst.is_privateuseone()) {
+    Resize(dst, self.sym_sizes(), std::nullopt);
+  } else {
+    at::native::resize_(dst, self.sizes(), std::nullopt);
+  }
+  return CopyFrom(self, dst, /*non_blocking=*/false);
+}
+
+c10::Scalar LocalScalarDense(const at::Tensor& self) {
+  TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
+              " elements cannot be converted to Scalar");
+  const c10::DeviceGuard guard(self.device());
+  at::Tensor host = at::empty({}, self.options().device(at::kCPU));
+  CopyDeviceToHost(host.mutable_data_ptr(), self.const_data_ptr(),
+                   self.itemsize(), self.device().index());
+  return host.item();
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", EmptyMemoryFormat);
+  m.impl("empty_strided", EmptyStrided);
+  m.impl("as_strided", AsStrided);
+  m.impl("view", View);
+  m.impl("_reshape_alias", ReshapeAlias);
+  m.impl("resize_", Resize);
+  m.impl("set_.source_Storage_storage_offset", SetSourceStorageWithOffset);
+  m.impl("set_.source_Storage", SetSourceStorage);
+  m.impl("set_.source_Tensor", SetSourceTensor);
+  m.impl("set_", SetEmpty);
+  m.impl("_copy_from", CopyFrom);
+  m.impl("_copy_from_and_resize", CopyFromAndResize);
+  m.impl("_local_scalar_dense", LocalScalarDense);
+}
+
+}  // namespace openreg::torch_backend

@@ -1,0 +1,315 @@
+// The boxed fallback for every ATen op without an explicit openreg kernel.
+//
+// Asynchronous path: when the op has a Meta kernel and returns only
+// tensors, the client runs the Meta kernel to learn the output shapes,
+// allocates the outputs on the device and enqueues the op; the host does
+// not wait. View ops (outputs that alias an input) never leave the client:
+// their metadata comes from the Meta kernel. Otherwise (data-dependent
+// shapes, non-tensor results, Meta kernel missing or failing) the op runs
+// synchronously and the daemon returns the outputs it allocated.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "torch_backend/hooks.h"
+#include "torch_backend/kernels/remote_launch.h"
+#include "torch_backend/op_encoding.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+
+// Ops that take CPU index tensors next to device tensors on CUDA too.
+bool AcceptsHostIndexTensors(const c10::OperatorName& name) {
+  return name.name == "aten::index" || name.name == "aten::index_put_" ||
+         name.name == "aten::_index_put_impl_" || name.name == "aten::index_put";
+}
+
+template <typename Fn>
+void ForEachTensor(const c10::IValue& value, Fn&& fn) {
+  if (value.isTensor()) {
+    fn(value.toTensor());
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& tensor : value.toTensorVector()) fn(tensor);
+  } else if (value.isList()) {
+    for (const c10::IValue& element : value.toList()) {
+      if (element.isTensor()) fn(element.toTensor());
+    }
+  }
+}
+
+// The one openreg device the op runs on, with PyTorch's error for mixes.
+c10::DeviceIndex CommonDevice(const c10::OperatorHandle& op,
+                              c10::ArrayRef<c10::IValue> arguments) {
+  std::optional<c10::Device> device;
+  const bool host_indices = AcceptsHostIndexTensors(op.operator_name());
+  auto visit = [&](const at::Tensor& tensor) {
+    if (!tensor.defined()) return;
+    if (!tensor.is_privateuseone()) {
+      const bool allowed = tensor.dim() == 0 || host_indices;
+      if (allowed) return;
+      TORCH_CHECK(!device.has_value(),
+                  "Expected all tensors to be on the same device, but found "
+                  "at least two devices, ", *device, " and ", tensor.device(),
+                  "!");
+      TORCH_CHECK(false,
+                  "Expected all tensors to be on the same device, but found "
+                  "at least two devices, ", tensor.device(),
+                  " and openreg! (", op.operator_name(), ")");
+    }
+    if (!device.has_value()) {
+      device = tensor.device();
+    } else {
+      TORCH_CHECK(*device == tensor.device(),
+                  "Expected all tensors to be on the same device, but found "
+                  "at least two devices, ", *device, " and ", tensor.device(),
+                  "!");
+    }
+  };
+  for (const c10::IValue& argument : arguments) ForEachTensor(argument, visit);
+  if (device.has_value()) return device->index();
+  for (const c10::IValue& argument : arguments) {
+    if (argument.isDevice() && argument.toDevice().type() == kType &&
+        argument.toDevice().has_index()) {
+      return argument.toDevice().index();
+    }
+  }
+  return c10::impl::getDeviceGuardImpl(kType)->getDevice().index();
+}
+
+bool ReturnsOnlyTensors(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& ret : schema.returns()) {
+    const c10::TypePtr& type = ret.real_type();
+    const bool tensor = type->kind() == c10::TypeKind::TensorType;
+    const bool tensor_list =
+        type->kind() == c10::TypeKind::ListType &&
+        type->containedType(0)->kind() == c10::TypeKind::TensorType;
+    if (!tensor && !tensor_list) return false;
+  }
+  return true;
+}
+
+bool ReturnsAView(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& ret : schema.returns()) {
+    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) return true;
+  }
+  return false;
+}
+
+// A meta tensor with the same layout. View ops also need the storage size
+// and offset so that the Meta kernel computes the view's offset.
+at::Tensor ToMeta(const at::Tensor& tensor, bool keep_storage) {
+  if (!tensor.defined()) return tensor;
+  if (!tensor.is_privateuseone() && tensor.dim() == 0) return tensor;
+  const at::TensorOptions options =
+      at::TensorOptions().dtype(tensor.scalar_type()).device(at::kMeta);
+  if (!keep_storage) {
+    return at::empty_strided(tensor.sizes(), tensor.strides(), options);
+  }
+  const int64_t itemsize = static_cast<int64_t>(tensor.itemsize());
+  const int64_t storage_elements =
+      (static_cast<int64_t>(tensor.storage().nbytes()) + itemsize - 1) / itemsize;
+  return at::empty({storage_elements}, options)
+      .as_strided(tensor.sizes(), tensor.strides(), tensor.storage_offset());
+}
+
+c10::IValue ToMetaValue(const c10::IValue& value, bool keep_storage) {
+  if (value.isTensor()) return ToMeta(value.toTensor(), keep_storage);
+  if (value.isTensorList()) {
+    std::vector<at::Tensor> tensors;
+    for (const at::Tensor& tensor : value.toTensorVector()) {
+      tensors.push_back(ToMeta(tensor, keep_storage));
+    }
+    return tensors;
+  }
+  if (value.isList()) {
+    c10::List<c10::IValue> list = value.toList();
+    c10::impl::GenericList converted(list.elementType());
+    for (const c10::IValue& element : list) {
+      converted.push_back(ToMetaValue(element, keep_storage));
+    }
+    return converted;
+  }
+  return value;
+}
+
+// Runs the op's Meta kernel; nullopt when it cannot (data-dependent shape,
+// no Meta support for these inputs).
+std::optional<std::vector<c10::IValue>> RunMeta(
+    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
+    bool keep_storage) {
+  torch::jit::Stack stack;
+  stack.reserve(arguments.size());
+  for (const c10::IValue& argument : arguments) {
+    stack.push_back(ToMetaValue(argument, keep_storage));
+  }
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+  } catch (const std::exception&) {
+    // The synchronous path runs the real kernel and reports real errors.
+    return std::nullopt;
+  }
+  return stack;
+}
+
+// Index of the argument that a return aliases (same alias set).
+std::optional<size_t> AliasedArgument(const c10::FunctionSchema& schema,
+                                      const c10::AliasInfo& alias) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::AliasInfo* candidate = schema.arguments()[i].alias_info();
+    if (candidate != nullptr &&
+        candidate->beforeSets() == alias.beforeSets()) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+// A client-side view of `base`'s storage with the Meta kernel's layout.
+at::Tensor MakeView(const at::Tensor& base, const at::Tensor& meta) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(
+      c10::TensorImpl::VIEW, c10::Storage(base.storage()), base.key_set(),
+      meta.dtype());
+  impl->set_sizes_and_strides(meta.sizes(), meta.strides(),
+                              meta.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+// out= tensors are resized the way the Meta kernel resized their stand-ins.
+void MatchLayout(const at::Tensor& real, const at::Tensor& meta) {
+  if (real.sizes() == meta.sizes() && real.strides() == meta.strides()) return;
+  int64_t extent = 0;
+  bool empty = false;
+  for (int64_t d = 0; d < meta.dim(); ++d) {
+    if (meta.size(d) == 0) empty = true;
+    extent += (meta.size(d) - 1) * meta.stride(d);
+  }
+  if (!empty) {
+    EnsureStorageBytes(real.storage(),
+                       (real.storage_offset() + extent + 1) * real.itemsize());
+  }
+  real.unsafeGetTensorImpl()->set_sizes_and_strides(meta.sizes(),
+                                                    meta.strides());
+}
+
+at::Tensor AllocateLike(const at::Tensor& meta, c10::DeviceIndex device) {
+  if (!meta.defined()) return meta;
+  return at::empty_strided(
+      meta.sizes(), meta.strides(),
+      at::TensorOptions().dtype(meta.scalar_type()).device(kType, device));
+}
+
+struct PlannedResult {
+  c10::IValue value;
+  bool computed = false;  // needs the daemon (not a pure view)
+};
+
+// Turns one Meta result into the real result: the aliased argument (in
+// place / out=), a client-side view, or freshly allocated device memory.
+at::Tensor PlanTensor(const c10::AliasInfo* alias, const at::Tensor& meta,
+                      const at::Tensor& aliased_element,
+                      c10::DeviceIndex device, bool* computed) {
+  if (alias == nullptr) {
+    *computed = true;
+    return AllocateLike(meta, device);
+  }
+  if (alias->isWrite()) {
+    *computed = true;
+    MatchLayout(aliased_element, meta);
+    return aliased_element;
+  }
+  return MakeView(aliased_element, meta);
+}
+
+void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  const size_t num_arguments = schema.arguments().size();
+  const c10::ArrayRef<c10::IValue> arguments =
+      torch::jit::last(*stack, num_arguments);
+  const c10::DeviceIndex device = CommonDevice(op, arguments);
+  const c10::DeviceGuard guard(c10::Device(kType, device));
+
+  std::vector<c10::IValue> results;
+  std::optional<std::vector<c10::IValue>> meta;
+  if (ReturnsOnlyTensors(schema) &&
+      op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) {
+    meta = RunMeta(op, arguments, ReturnsAView(schema));
+  }
+
+  if (meta.has_value()) {
+    std::vector<at::Tensor> outputs;
+    bool needs_launch = schema.returns().empty();
+    for (size_t i = 0; i < schema.returns().size(); ++i) {
+      const c10::AliasInfo* alias = schema.returns()[i].alias_info();
+      std::optional<size_t> source;
+      if (alias != nullptr) source = AliasedArgument(schema, *alias);
+      TORCH_CHECK(alias == nullptr || source.has_value(),
+                  "openreg: cannot find the argument aliased by a return of ",
+                  schema);
+      const c10::IValue& meta_value = (*meta)[i];
+      bool computed = false;
+      if (meta_value.isTensor()) {
+        at::Tensor real = PlanTensor(
+            alias, meta_value.toTensor(),
+            source ? arguments[*source].toTensor() : at::Tensor(), device,
+            &computed);
+        outputs.push_back(real);
+        results.emplace_back(std::move(real));
+      } else {
+        std::vector<at::Tensor> metas = meta_value.toTensorVector();
+        // Views of one tensor (split, unbind) or elementwise aliases of a
+        // tensor list.
+        std::vector<at::Tensor> aliased;
+        if (source && arguments[*source].isTensor()) {
+          aliased.assign(metas.size(), arguments[*source].toTensor());
+        } else if (source) {
+          aliased = arguments[*source].toTensorVector();
+        }
+        std::vector<at::Tensor> reals;
+        for (size_t j = 0; j < metas.size(); ++j) {
+          const at::Tensor base = source ? aliased.at(j) : at::Tensor();
+          reals.push_back(PlanTensor(alias, metas[j], base, device, &computed));
+          outputs.push_back(reals.back());
+        }
+        results.emplace_back(std::move(reals));
+      }
+      needs_launch = needs_launch || computed;
+    }
+    if (needs_launch) LaunchAsync(op, arguments, outputs, device);
+  } else {
+    const proto::OpReply reply = LaunchSync(op, arguments, device);
+    TORCH_CHECK(static_cast<size_t>(reply.results_size()) ==
+                    schema.returns().size(),
+                "openreg: the daemon returned ", reply.results_size(),
+                " results for ", schema.operator_name(), ", expected ",
+                schema.returns().size());
+    for (size_t i = 0; i < schema.returns().size(); ++i) {
+      const c10::AliasInfo* alias = schema.returns()[i].alias_info();
+      std::optional<size_t> source;
+      if (alias != nullptr && alias->isWrite()) {
+        source = AliasedArgument(schema, *alias);
+      }
+      // In place / out=: the daemon wrote through the argument's memory.
+      results.push_back(source ? arguments[*source]
+                               : DecodeResult(reply.results(i)));
+    }
+  }
+
+  torch::jit::drop(*stack, num_arguments);
+  for (c10::IValue& result : results) torch::jit::push(*stack, std::move(result));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());
+}
+
+}  // namespace openreg::torch_backend

@@ -1,0 +1,68 @@
+#include "torch_backend/kernels/remote_launch.h"
+
+#include "openreg/launch.h"
+#include "torch_backend/device_guard.h"
+#include "torch_backend/op_encoding.h"
+#include "torch_backend/runtime_error.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+StreamId CurrentStreamId(c10::DeviceIndex device) {
+  return static_cast<StreamId>(CurrentStream(device).id());
+}
+
+void EncodeLaunch(const c10::OperatorHandle& op,
+                  c10::ArrayRef<c10::IValue> arguments, proto::LaunchOp* launch) {
+  const c10::OperatorName& name = op.operator_name();
+  launch->set_name(name.name);
+  launch->set_overload(name.overload_name);
+  for (const c10::IValue& argument : arguments) {
+    EncodeArgument(argument, launch->add_arguments());
+  }
+}
+
+}  // namespace
+
+void LaunchAsync(const c10::OperatorHandle& op,
+                 c10::ArrayRef<c10::IValue> arguments,
+                 c10::ArrayRef<at::Tensor> outputs, c10::DeviceIndex device) {
+  // Reused per thread: the per-op path allocates nothing it can avoid.
+  thread_local proto::LaunchOp launch;
+  launch.Clear();
+  EncodeLaunch(op, arguments, &launch);
+  for (const at::Tensor& output : outputs) {
+    if (output.defined()) EncodeTensorRef(output, launch.add_outputs());
+  }
+  OPENREG_CHECK(LaunchOp(launch, CurrentStreamId(device)));
+}
+
+proto::OpReply LaunchSync(const c10::OperatorHandle& op,
+                          c10::ArrayRef<c10::IValue> arguments,
+                          c10::DeviceIndex device) {
+  proto::LaunchOp launch;
+  EncodeLaunch(op, arguments, &launch);
+  launch.set_synchronous(true);
+  proto::OpReply reply;
+  OPENREG_CHECK(LaunchOpSync(launch, &reply, CurrentStreamId(device)));
+  return reply;
+}
+
+void CopyHostToDevice(void* device_dst, const void* host_src, size_t nbytes,
+                      c10::DeviceIndex device) {
+  if (nbytes == 0) return;
+  OPENREG_CHECK(MemcpyAsync(device_dst, host_src, nbytes,
+                            MemcpyKind::kHostToDevice, CurrentStreamId(device)));
+}
+
+void CopyDeviceToHost(void* host_dst, const void* device_src, size_t nbytes,
+                      c10::DeviceIndex device) {
+  if (nbytes == 0) return;
+  const StreamId stream = CurrentStreamId(device);
+  OPENREG_CHECK(MemcpyAsync(host_dst, device_src, nbytes,
+                            MemcpyKind::kDeviceToHost, stream));
+  // Surfaces kernel errors recorded on the stream before this copy.
+  OPENREG_CHECK(StreamSynchronize(stream));
+}
+
+}  // namespace openreg::torch_backend

@@ -1,0 +1,121 @@
+// torch_openreg._C: the Python bindings of the openreg runtime. Loading the
+// module registers the PrivateUse1 kernels, guard, hooks and allocator; it
+// never connects to the daemon.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+
+#include "openreg/launch.h"
+#include "openreg/runtime.h"
+#include "torch_backend/runtime_error.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+namespace py = pybind11;
+
+py::dict DeviceProperties(int device) {
+  openreg::DeviceProperties properties;
+  OPENREG_CHECK(GetDeviceProperties(&properties, device));
+  py::dict result;
+  result["name"] = properties.name;
+  result["total_memory"] = properties.total_memory;
+  result["multi_processor_count"] = properties.multiprocessor_count;
+  result["major"] = properties.major;
+  result["minor"] = properties.minor;
+  return result;
+}
+
+py::dict DaemonStats() {
+  proto::GetStatsReply stats;
+  OPENREG_CHECK(GetStats(&stats));
+  py::list devices;
+  for (const proto::DeviceStats& device : stats.devices()) {
+    py::dict entry;
+    entry["device"] = device.device();
+    entry["total_bytes"] = device.total_bytes();
+    entry["allocated_bytes"] = device.allocated_bytes();
+    entry["free_bytes"] = device.free_bytes();
+    entry["largest_free_block"] = device.largest_free_block();
+    entry["allocation_count"] = device.allocation_count();
+    entry["kernels_executed"] = device.kernels_executed();
+    entry["copies_executed"] = device.copies_executed();
+    entry["kernel_failures"] = device.kernel_failures();
+    devices.append(entry);
+  }
+  py::list sessions;
+  for (const proto::SessionStats& session : stats.sessions()) {
+    py::dict entry;
+    entry["session_id"] = session.session_id();
+    entry["pid"] = session.pid();
+    entry["allocated_bytes"] = session.allocated_bytes();
+    entry["streams"] = session.streams();
+    entry["commands_executed"] = session.commands_executed();
+    sessions.append(entry);
+  }
+  py::dict result;
+  result["devices"] = devices;
+  result["sessions"] = sessions;
+  result["sessions_served"] = stats.sessions_served();
+  return result;
+}
+
+int DeviceCount() {
+  int count = 0;
+  OPENREG_CHECK(GetDeviceCount(&count));
+  return count;
+}
+
+int CurrentDevice() {
+  int device = 0;
+  OPENREG_CHECK(GetDevice(&device));
+  return device;
+}
+
+py::tuple MemoryInfo(int device) {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  OPENREG_CHECK(MemGetInfo(&free_bytes, &total_bytes, device));
+  return py::make_tuple(free_bytes, total_bytes);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "openreg runtime bindings (daemon-backed PrivateUse1 device)";
+  m.def("_set_daemon_binary", &SetDaemonBinary, py::arg("path"));
+  m.def("_default_socket_path", &DefaultSocketPath);
+  m.def("_is_connected", &IsConnected);
+  m.def("_init", [] { OPENREG_CHECK(Init()); });
+  m.def("_shutdown", [] { OPENREG_CHECK(Shutdown()); });
+  m.def("_device_count", &DeviceCount);
+  m.def("_is_available", [] {
+    int count = 0;
+    const bool available = GetDeviceCount(&count) == Error::kSuccess && count > 0;
+    if (!available) GetLastError();
+    return available;
+  });
+  m.def("_unavailable_reason", [] {
+    int count = 0;
+    if (GetDeviceCount(&count) == Error::kSuccess) return std::string();
+    std::string message = GetLastErrorMessage();
+    GetLastError();
+    return message;
+  });
+  m.def("_current_device", &CurrentDevice);
+  m.def("_set_device", [](int device) { OPENREG_CHECK(SetDevice(device)); });
+  m.def("_synchronize", [](int device) {
+    int previous = 0;
+    OPENREG_CHECK(GetDevice(&previous));
+    OPENREG_CHECK(SetDevice(device));
+    const Error error = DeviceSynchronize();
+    SetDevice(previous);
+    OPENREG_CHECK(error);
+  });
+  m.def("_get_device_properties", &DeviceProperties, py::arg("device"));
+  m.def("_mem_get_info", &MemoryInfo, py::arg("device"));
+  m.def("_daemon_stats", &DaemonStats);
+}
+
+}  // namespace openreg::torch_backend
