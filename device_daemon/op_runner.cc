@@ -22,7 +22,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "device_daemon/dtype.h"
@@ -85,6 +84,8 @@ class Launch {
   absl::Status Run(uint64_t sequence);
   // Frees the synchronous results allocated so far (after a failure).
   void ReleaseResults();
+  // "aten::add.Tensor"
+  const std::string& op_name() const { return op_name_; }
 
  private:
   absl::Status Fail(proto::ErrorCode code, absl::string_view what) const {
@@ -613,9 +614,7 @@ absl::Status OpRunner::Run(const StreamContext& context,
   // Plain inference: no autograd bookkeeping for daemon-side tensors.
   c10::InferenceMode inference_mode;
   Launch launch(context, op);
-  const std::string name = op.overload().empty()
-                               ? op.name()
-                               : absl::StrCat(op.name(), ".", op.overload());
+  const std::string& name = launch.op_name();
   absl::Status status;
   try {
     status = launch.Run(sequence);

@@ -56,7 +56,7 @@ Error StreamDestroy(StreamId stream) {
     absl::Status waited = session.WaitForCompletion(
         context, context.last_submitted.load(std::memory_order_acquire));
     if (ErrorOf(waited) == Error::kDeviceLost) return waited;
-    absl::Status waiters = absl::OkStatus();
+    absl::Status waiters = session.WaitForWaiters(context);
     if (!waiters.ok()) return waiters;
     proto::DestroyStreamRequest request;
     session.FillRef(request.mutable_session());

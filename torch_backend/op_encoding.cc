@@ -86,26 +86,30 @@ void EncodeArgument(const c10::IValue& value, proto::Argument* argument) {
     // The daemon draws from its own generator for now (known gap).
     argument->set_none(true);
   } else if (value.isIntList()) {
-    for (int64_t element : value.toIntVector()) {
-      argument->mutable_int_list()->add_values(element);
-    }
+    // mutable_*() first: an empty list must still set the oneof.
+    proto::IntList* list = argument->mutable_int_list();
+    for (int64_t element : value.toIntVector()) list->add_values(element);
   } else if (value.isDoubleList()) {
-    for (double element : value.toDoubleVector()) {
-      argument->mutable_double_list()->add_values(element);
-    }
+    proto::DoubleList* list = argument->mutable_double_list();
+    for (double element : value.toDoubleVector()) list->add_values(element);
   } else if (value.isBoolList()) {
-    for (bool element : value.toBoolList()) {
-      argument->mutable_bool_list()->add_values(element);
-    }
+    proto::BoolList* list = argument->mutable_bool_list();
+    for (bool element : value.toBoolList()) list->add_values(element);
   } else if (value.isTensorList()) {
+    proto::OptionalTensorList* list = argument->mutable_tensor_list();
     for (const at::Tensor& element : value.toTensorVector()) {
-      EncodeTensorOrHost(element, argument->mutable_tensor_list()->add_values());
+      EncodeTensorOrHost(element, list->add_values());
     }
   } else if (value.isList()) {
     // Tensor?[] and Scalar[] (and SymInt[]) arrive as generic lists.
     const c10::List<c10::IValue> list = value.toList();
     const bool scalars =
         !list.empty() && (list.get(0).isScalar() || list.get(0).isSymInt());
+    if (scalars && list.get(0).isSymInt()) {
+      argument->mutable_int_list();
+    } else if (scalars) {
+      argument->mutable_scalar_list();
+    }
     if (scalars) {
       for (const c10::IValue& element : list) {
         if (element.isSymInt()) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <iostream>
 #include <memory>
 #include <random>
 #include <string>
@@ -22,65 +23,74 @@
 namespace openreg {
 namespace {
 
-// Real ops with their overloads. Mostly cheap element-wise and shape ops:
-// the point is argument handling, not kernel coverage.
-const char* const kOps[][2] = {
-    {"aten::add", "Tensor"},
-    {"aten::add_", "Tensor"},
-    {"aten::add", "Scalar"},
-    {"aten::mul", "Tensor"},
-    {"aten::div", "Tensor_mode"},
-    {"aten::neg", ""},
-    {"aten::abs_", ""},
-    {"aten::sum", "dim_IntList"},
-    {"aten::mean", "dim"},
-    {"aten::mm", ""},
-    {"aten::bmm", ""},
-    {"aten::cat", ""},
-    {"aten::stack", ""},
-    {"aten::index", "Tensor"},
-    {"aten::index_put_", ""},
-    {"aten::view", ""},
-    {"aten::reshape", ""},
-    {"aten::transpose", "int"},
-    {"aten::permute", ""},
-    {"aten::expand", ""},
-    {"aten::as_strided", ""},
-    {"aten::as_strided_", ""},
-    {"aten::narrow", ""},
-    {"aten::select", "int"},
-    {"aten::copy_", ""},
-    {"aten::fill_", "Scalar"},
-    {"aten::zero_", ""},
-    {"aten::ones", ""},
-    {"aten::empty", "memory_format"},
-    {"aten::arange", "start"},
-    {"aten::where", "self"},
-    {"aten::clamp", ""},
-    {"aten::max", "dim"},
-    {"aten::sort", ""},
-    {"aten::topk", ""},
-    {"aten::gather", ""},
-    {"aten::scatter", "src"},
-    {"aten::masked_fill", "Scalar"},
-    {"aten::_local_scalar_dense", ""},
-    {"aten::embedding", ""},
-    {"aten::softmax", "int"},
-    {"aten::unfold", ""},
-    {"aten::repeat", ""},
-    {"aten::pow", "Tensor_Scalar"},
-    {"aten::cumsum", ""},
-    {"aten::flip", ""},
-    {"aten::roll", ""},
-    {"aten::tril", ""},
-    {"aten::resize_", ""},
-    {"aten::set_", "source_Tensor"},
-    {"aten::split", "Tensor"},
-    {"aten::unbind", "int"},
-    {"aten::nonzero", ""},
-    {"aten::randperm", ""},
-    {"aten::no_such_op", ""},
-    {"aten::add", "no_such_overload"},
+// Real ops with their overloads and an argument signature the fuzzer
+// mostly follows (then mutates): T float tensor, I int64 tensor, B bool
+// tensor, A tensor list, O optional-tensor list of int64 tensors, s Scalar,
+// i int, b bool, L int list, d dtype, m memory format, D device, N None,
+// r rounding-mode string. A trailing '!' marks in-place ops (output = self).
+struct OpSpec {
+  const char* name;
+  const char* overload;
+  const char* signature;
+};
+
+constexpr OpSpec kOps[] = {
+    {"aten::add", "Tensor", "TTs"},
+    {"aten::add_", "Tensor", "TT!"},
+    {"aten::add", "Scalar", "Ts"},
+    {"aten::mul", "Tensor", "TT"},
+    {"aten::div", "Tensor_mode", "TTr"},
+    {"aten::neg", "", "T"},
+    {"aten::abs_", "", "T!"},
+    {"aten::sum", "dim_IntList", "TLb"},
+    {"aten::mean", "dim", "TLb"},
+    {"aten::mm", "", "TT"},
+    {"aten::bmm", "", "TT"},
+    {"aten::cat", "", "Ai"},
+    {"aten::stack", "", "Ai"},
+    {"aten::index", "Tensor", "TO"},
+    {"aten::index_put_", "", "TOT!"},
+    {"aten::view", "", "TL"},
+    {"aten::reshape", "", "TL"},
+    {"aten::transpose", "int", "Tii"},
+    {"aten::permute", "", "TL"},
+    {"aten::expand", "", "TL"},
+    {"aten::as_strided", "", "TLLi"},
+    {"aten::as_strided_", "", "TLLi!"},
+    {"aten::narrow", "", "Tiii"},
+    {"aten::select", "int", "Tii"},
+    {"aten::copy_", "", "TT!"},
+    {"aten::fill_", "Scalar", "Ts!"},
+    {"aten::zero_", "", "T!"},
+    {"aten::ones", "", "LdNDN"},
+    {"aten::empty", "memory_format", "LdNDNm"},
+    {"aten::arange", "start", "ssdNDN"},
+    {"aten::where", "self", "BTT"},
+    {"aten::clamp", "", "Tss"},
+    {"aten::max", "dim", "Tib"},
+    {"aten::sort", "", "Tib"},
+    {"aten::topk", "", "Tiibb"},
+    {"aten::gather", "", "TiI"},
+    {"aten::scatter", "src", "TiIT"},
+    {"aten::masked_fill", "Scalar", "TBs"},
+    {"aten::_local_scalar_dense", "", "T"},
+    {"aten::embedding", "", "TI"},
+    {"aten::softmax", "int", "Ti"},
+    {"aten::unfold", "", "Tiii"},
+    {"aten::repeat", "", "TL"},
+    {"aten::pow", "Tensor_Scalar", "Ts"},
+    {"aten::cumsum", "", "Ti"},
+    {"aten::flip", "", "TL"},
+    {"aten::roll", "", "TLL"},
+    {"aten::tril", "", "Ti"},
+    {"aten::resize_", "", "TL!"},
+    {"aten::set_", "source_Tensor", "TT!"},
+    {"aten::split", "Tensor", "Tii"},
+    {"aten::unbind", "int", "Ti"},
+    {"aten::nonzero", "", "T"},
+    {"aten::randperm", "", "idNDN"},
+    {"aten::no_such_op", "", "T"},
+    {"aten::add", "no_such_overload", "TT"},
 };
 
 class Fuzzer {
@@ -129,6 +139,90 @@ class Fuzzer {
     tensor.set_device(random_() % 10 == 0 ? static_cast<int32_t>(random_() % 4)
                                           : DeviceOfAddress(tensor.address()));
     return tensor;
+  }
+
+  // A view that fits inside one of the buffers, of `dtype`.
+  proto::TensorRef ValidTensor(int32_t dtype) {
+    const int64_t element = dtype == 6 || dtype == 3 ? 4 : dtype == 11 ? 1 : 8;
+    const uint64_t offset = (random_() % 8) * 8;
+    const int64_t capacity =
+        static_cast<int64_t>(buffer_bytes_ - offset) / element;
+    proto::TensorRef tensor;
+    tensor.set_address(buffers_[random_() % buffers_.size()] + offset);
+    std::vector<int64_t> sizes(random_() % 4);
+    int64_t numel = 1;
+    for (int64_t& size : sizes) {
+      size = 1 + random_() % 4;
+      if (numel * size > capacity) size = 1;
+      numel *= size;
+    }
+    int64_t stride = 1;
+    std::vector<int64_t> strides(sizes.size());
+    for (int d = static_cast<int>(sizes.size()) - 1; d >= 0; --d) {
+      strides[d] = stride;
+      stride *= sizes[d];
+    }
+    if (sizes.size() == 2 && random_() % 3 == 0) {  // transposed view
+      std::swap(sizes[0], sizes[1]);
+      std::swap(strides[0], strides[1]);
+    }
+    for (int64_t size : sizes) tensor.add_sizes(size);
+    for (int64_t s : strides) tensor.add_strides(s);
+    tensor.set_dtype(dtype);
+    tensor.set_device(DeviceOfAddress(tensor.address()));
+    return tensor;
+  }
+
+  proto::Argument FromSignature(char code) {
+    if (random_() % 12 == 0) return Argument();  // mutation
+    proto::Argument argument;
+    switch (code) {
+      case 'T':
+        *argument.mutable_tensor() = ValidTensor(random_() % 8 ? 6 : 7);
+        break;
+      case 'I':
+        *argument.mutable_tensor() = ValidTensor(4);
+        break;
+      case 'B':
+        *argument.mutable_tensor() = ValidTensor(11);
+        break;
+      case 'A':
+      case 'O':
+        for (int i = 1 + random_() % 3; i > 0; --i) {
+          *argument.mutable_tensor_list()->add_values()->mutable_tensor() =
+              ValidTensor(code == 'A' ? 6 : 4);
+        }
+        break;
+      case 's':
+        *argument.mutable_scalar() = Scalar();
+        break;
+      case 'i':
+        argument.set_int_value(SmallInt() % 4);
+        break;
+      case 'b':
+        argument.set_bool_value(random_() % 2);
+        break;
+      case 'L':
+        for (int i = random_() % 3; i > 0; --i) {
+          argument.mutable_int_list()->add_values(random_() % 4);
+        }
+        break;
+      case 'd':
+        argument.set_int_value(random_() % 2 ? 6 : 4);
+        break;
+      case 'm':
+        argument.set_int_value(random_() % 2);
+        break;
+      case 'D':
+        argument.set_device(static_cast<int32_t>(random_() % 2));
+        break;
+      case 'r':
+        argument.set_string_value(random_() % 2 ? "floor" : "trunc");
+        break;
+      default:
+        argument.set_none(true);
+    }
+    return argument;
   }
 
   proto::Scalar Scalar() {
@@ -214,16 +308,29 @@ class Fuzzer {
   proto::Command Launch() {
     proto::Command command;
     proto::LaunchOp* launch = command.mutable_launch();
-    const auto& op = kOps[random_() % std::size(kOps)];
-    launch->set_name(op[0]);
-    launch->set_overload(op[1]);
-    for (int i = random_() % 5; i > 0; --i) {
-      *launch->add_arguments() = Argument();
+    const OpSpec& op = kOps[random_() % std::size(kOps)];
+    launch->set_name(op.name);
+    launch->set_overload(op.overload);
+    const std::string signature = op.signature;
+    const bool in_place = !signature.empty() && signature.back() == '!';
+    if (random_() % 10 == 0) {  // arguments ignoring the signature
+      for (int i = random_() % 5; i > 0; --i) {
+        *launch->add_arguments() = Argument();
+      }
+    } else {
+      for (char code : signature) {
+        if (code != '!') *launch->add_arguments() = FromSignature(code);
+      }
     }
-    if (random_() % 3 == 0) {
+    if (in_place && launch->arguments_size() > 0 &&
+        launch->arguments(0).has_tensor() && random_() % 8 != 0) {
+      *launch->add_outputs() = launch->arguments(0).tensor();
+    } else if (random_() % 2 == 0) {
       launch->set_synchronous(true);
     } else {
-      for (int i = random_() % 3; i > 0; --i) *launch->add_outputs() = Tensor();
+      for (int i = random_() % 3; i > 0; --i) {
+        *launch->add_outputs() = random_() % 2 ? ValidTensor(6) : Tensor();
+      }
     }
     return command;
   }
@@ -268,9 +375,14 @@ class Fuzzer {
     return command;
   }
 
+  // Bytes that do not parse as a Command (tag 0 is invalid), so that the
+  // record fails as "malformed" instead of faulting the stream as a
+  // command with the wrong sequence.
   std::string Garbage() {
-    std::string bytes(random_() % 64, '\0');
-    for (char& c : bytes) c = static_cast<char>(random_());
+    std::string bytes(1 + random_() % 64, '\0');
+    for (size_t i = 1; i < bytes.size(); ++i) {
+      bytes[i] = static_cast<char>(random_());
+    }
     return bytes;
   }
 
@@ -332,7 +444,12 @@ TEST(CommandFuzzTest, RandomCommandsNeverCrashOrStall) {
     // the device does not fill up.
     // (Their addresses are in the reply; the table tracks them anyway.)
   }
-  EXPECT_GT(failures, 0);  // the fuzzer does produce bad input
+  // The fuzzer produces both bad input and kernels that really run.
+  const uint64_t kernels = devices->counters(0).kernels_executed.load();
+  std::cout << iterations << " commands: " << failures << " failed, " << kernels
+            << " kernels ran\n";
+  EXPECT_GT(failures, 0);
+  EXPECT_GT(kernels, iterations / 50);
   EXPECT_EQ(session->stream_slot(0)->state.load(),
             static_cast<uint32_t>(StreamState::kActive));
 
