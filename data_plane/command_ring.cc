@@ -82,17 +82,17 @@ absl::Status RingReader::TryRead(std::string* payload) {
     const uint64_t tail = control_->tail.Load();
     if (tail == head) return absl::UnavailableError("ring is empty");
     if (tail < head || tail - head > capacity_ || tail % 8 != 0) {
-      return absl::DataLossError(absl::StrCat(
-          "command ring corrupted: head=", head, " tail=", tail));
+      return absl::DataLossError(
+          absl::StrCat("command ring corrupted: head=", head, " tail=", tail));
     }
     const uint64_t offset = head % capacity_;
     RecordHeader header;
     std::memcpy(&header, buffer_ + offset, sizeof(header));
     const uint64_t bytes = RecordBytes(header.length);
     if (bytes > capacity_ - offset || bytes > tail - head) {
-      return absl::DataLossError(absl::StrCat(
-          "command ring corrupted: record of ", header.length,
-          " bytes at offset ", offset, " overruns the ring"));
+      return absl::DataLossError(
+          absl::StrCat("command ring corrupted: record of ", header.length,
+                       " bytes at offset ", offset, " overruns the ring"));
     }
     if (header.kind == kRecordPadding) {
       head += bytes;

@@ -46,14 +46,14 @@ enum class StreamState : uint32_t {
 
 struct alignas(64) StreamSlot {
   RingControl ring;
-  WaitableCounter completed;          // last finished command's sequence
-  std::atomic<uint32_t> state;        // StreamState
+  WaitableCounter completed;    // last finished command's sequence
+  std::atomic<uint32_t> state;  // StreamState
   int32_t device;
   int32_t priority;
   // First unreported error on this stream. The daemon writes the text
   // fields, then publishes error_code (release); the client reads and
   // clears error_code after reporting it.
-  std::atomic<uint32_t> error_code;   // proto::ErrorCode, 0 = none
+  std::atomic<uint32_t> error_code;  // proto::ErrorCode, 0 = none
   uint64_t error_sequence;
   char error_op[64];
   char error_message[448];

@@ -31,8 +31,7 @@ absl::StatusOr<SharedMemory> SharedMemory::Create(const std::string& name,
 }
 
 absl::StatusOr<SharedMemory> SharedMemory::Map(int fd, uint64_t size) {
-  void* data =
-      mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
     absl::Status status = ErrnoError("mmap of shared memory");
     close(fd);

@@ -29,8 +29,8 @@ absl::StatusOr<sockaddr_un> MakeAddress(const std::string& path) {
   address.sun_family = AF_UNIX;
   if (path.size() >= sizeof(address.sun_path)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("socket path is longer than ", sizeof(address.sun_path) - 1,
-                     " bytes: ", path));
+        absl::StrCat("socket path is longer than ",
+                     sizeof(address.sun_path) - 1, " bytes: ", path));
   }
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
   return address;
@@ -43,8 +43,8 @@ absl::StatusOr<int> ListenUnix(const std::string& path) {
   if (!address.ok()) return address.status();
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return ErrnoError("socket");
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(*address)) !=
-          0 ||
+  if (bind(fd, reinterpret_cast<const sockaddr*>(&*address),
+           sizeof(*address)) != 0 ||
       listen(fd, 128) != 0) {
     absl::Status status = ErrnoError("bind/listen", path);
     close(fd);
@@ -110,8 +110,8 @@ absl::Status ReceiveMessage(int socket, void* data, size_t size,
   size_t received = 0;
   while (received < size) {
     pollfd poll_fd{socket, POLLIN, 0};
-    const int wait_ms = static_cast<int>(
-        absl::ToInt64Milliseconds(deadline - absl::Now()));
+    const int wait_ms =
+        static_cast<int>(absl::ToInt64Milliseconds(deadline - absl::Now()));
     if (wait_ms <= 0) {
       return absl::DeadlineExceededError("no answer on attach socket");
     }
@@ -151,8 +151,8 @@ absl::Status ReceiveMessage(int socket, void* data, size_t size,
 bool PeerHungUp(int socket) {
   pollfd poll_fd{socket, POLLRDHUP, 0};
   const int ready = poll(&poll_fd, 1, 0);
-  return ready != 0 &&
-         (ready < 0 || (poll_fd.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0);
+  return ready != 0 && (ready < 0 || (poll_fd.revents &
+                                      (POLLRDHUP | POLLHUP | POLLERR)) != 0);
 }
 
 }  // namespace openreg

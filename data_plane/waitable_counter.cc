@@ -27,6 +27,7 @@ bool WaitUntil(WaitableCounter* counter, Done done, absl::Duration timeout,
   while (true) {
     counter->sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t word = counter->futex_word.load(std::memory_order_seq_cst);
+    const uint64_t value_before = counter->Load();
     if (done()) {
       counter->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       return true;
@@ -39,6 +40,12 @@ bool WaitUntil(WaitableCounter* counter, Done done, absl::Duration timeout,
     FutexWait(&counter->futex_word, word, left);
     counter->sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (done()) return true;
+    // A wake without progress (WakeAll) ends the wait early so that a
+    // waiter can notice a stop request; callers wait in loops.
+    if (counter->futex_word.load(std::memory_order_seq_cst) != word &&
+        counter->Load() == value_before) {
+      return false;
+    }
   }
 }
 

@@ -23,8 +23,9 @@ struct alignas(64) WaitableCounter {
   // Publishes `new_value` (>= the current value) and wakes sleepers.
   void Advance(uint64_t new_value);
 
-  // Waits until value >= target or `timeout` passes. Returns whether the
-  // target was reached. Spins for `spin` first (0 to sleep at once).
+  // Waits until value >= target or `timeout` passes; WakeAll() also ends
+  // the wait. Returns whether the target was reached. Spins for `spin`
+  // first (0 to sleep at once).
   bool WaitForAtLeast(uint64_t target, absl::Duration timeout,
                       absl::Duration spin = absl::Microseconds(20));
 

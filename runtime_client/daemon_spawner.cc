@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -53,12 +54,32 @@ void CloseInheritedDescriptors(int max_fd) {
   }
   if (log_fd >= 0) dup2(log_fd, STDERR_FILENO);
   CloseInheritedDescriptors(spawn.max_fd);
-  ssize_t ignored =
-      write(STDERR_FILENO, spawn.banner.data(), spawn.banner.size());
-  (void)ignored;
+  // One write of "<banner> (daemon pid N)\n", so that lines of clients
+  // racing to start a daemon never interleave in the shared log. Formatted
+  // by hand: only async-signal-safe calls are allowed here.
+  char line[4096];
+  size_t length = 0;
+  auto append = [&](const char* text, size_t size) {
+    size = std::min(size, sizeof(line) - 32 - length);
+    std::memcpy(line + length, text, size);
+    length += size;
+  };
+  static constexpr char kPidLabel[] = " (daemon pid ";
+  append(spawn.banner.data(), spawn.banner.size());
+  append(kPidLabel, sizeof(kPidLabel) - 1);
+  char digits[24];
+  size_t digit_count = 0;
+  for (pid_t pid = getpid(); digit_count == 0 || pid > 0; pid /= 10) {
+    digits[digit_count++] = static_cast<char>('0' + pid % 10);
+  }
+  while (digit_count > 0) line[length++] = digits[--digit_count];
+  line[length++] = ')';
+  line[length++] = '\n';
+  ssize_t ignored = write(STDERR_FILENO, line, length);
   execv(spawn.argv[0], spawn.argv.data());
   static constexpr char kExecFailed[] = "openreg: exec of the daemon failed\n";
   ignored = write(STDERR_FILENO, kExecFailed, sizeof(kExecFailed) - 1);
+  (void)ignored;
   _exit(127);
 }
 
@@ -89,7 +110,7 @@ absl::Status SpawnDetachedDaemon(const std::string& binary,
   spawn.argv.push_back(nullptr);
   spawn.log_path = log_path;
   spawn.banner = absl::StrCat("openreg: client pid ", getpid(), " started ",
-                              absl::StrJoin(spawn.strings, " "), "\n");
+                              absl::StrJoin(spawn.strings, " "));
   rlimit limit{};
   if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
       limit.rlim_cur != RLIM_INFINITY) {

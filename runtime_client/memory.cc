@@ -1,7 +1,8 @@
 // Device memory allocation (runtime.h). Allocation is an RPC; freeing is a
-// FreeMemory command on the device's default stream, fenced after the
-// device's other streams, so that memory is never released while queued
-// work may still use it and Free never blocks.
+// FreeMemory command on the device's default stream, fenced after every
+// other stream of the session (a copy on openreg:1 may read openreg:0's
+// memory), so that memory is never released while queued work may still use
+// it and Free never blocks.
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
@@ -70,9 +71,10 @@ absl::Status FreeOn(Session& session, uint64_t address) {
   proto::Command command;
   proto::FreeMemory* free_memory = command.mutable_free();
   free_memory->set_address(address);
-  // Other streams of the device may still have queued work on this memory:
-  // the daemon releases it only once each has passed what is queued now.
-  session.ForEachActiveStream(device, [&](StreamContext& stream) {
+  // Other streams (of any device: cross-device copies read across) may
+  // still have queued work on this memory: the daemon releases it only once
+  // each has passed what is queued now.
+  session.ForEachActiveStream([&](StreamContext& stream) {
     if (&stream == &default_stream) return;
     const StreamPosition position{
         stream.slot, stream.last_submitted.load(std::memory_order_acquire)};

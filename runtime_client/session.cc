@@ -87,6 +87,13 @@ void Session::ForEachActiveStream(
   }
 }
 
+void Session::ForEachActiveStream(
+    absl::FunctionRef<void(StreamContext&)> visit) {
+  for (const std::unique_ptr<StreamContext>& stream : streams_) {
+    if (stream->active.load(std::memory_order_acquire)) visit(*stream);
+  }
+}
+
 void Session::ActivateStream(uint32_t slot, int device) {
   StreamContext& stream = *streams_[slot];
   // The daemon expects command sequence numbers to continue from the

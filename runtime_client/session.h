@@ -71,6 +71,8 @@ class Session {
   // Calls `visit` for every live stream of `device`.
   void ForEachActiveStream(int device,
                            absl::FunctionRef<void(StreamContext&)> visit);
+  // Every active stream of every device.
+  void ForEachActiveStream(absl::FunctionRef<void(StreamContext&)> visit);
   // Starts client-side tracking of a stream the daemon just created.
   void ActivateStream(uint32_t slot, int device);
   void DeactivateStream(uint32_t slot);

@@ -39,9 +39,8 @@ c10::DeviceIndex ResolveDevice(c10::DeviceIndex device) {
 }
 
 void CheckDeviceIndex(c10::DeviceIndex device) {
-  TORCH_CHECK(device >= 0 && device < kMaxDevices,
-              "openreg: device index ", static_cast<int>(device),
-              " is out of range");
+  TORCH_CHECK(device >= 0 && device < kMaxDevices, "openreg: device index ",
+              static_cast<int>(device), " is out of range");
 }
 
 // Events cross the c10 interface as void*: runtime event id + 1, so that
@@ -88,8 +87,8 @@ c10::Device DeviceGuardImpl::getDevice() const {
 }
 
 void DeviceGuardImpl::setDevice(c10::Device device) const {
-  TORCH_CHECK(device.type() == kType, "openreg: expected an openreg device, got ",
-              device);
+  TORCH_CHECK(device.type() == kType,
+              "openreg: expected an openreg device, got ", device);
   if (device.index() < 0) return;
   OPENREG_CHECK(SetDevice(device.index()));
 }
@@ -171,8 +170,8 @@ void DeviceGuardImpl::record(void** event, const c10::Stream& stream,
                                             : kEventDisableTiming));
     *event = HandleFromEvent(created);
   }
-  OPENREG_CHECK(EventRecord(EventFromHandle(*event),
-                            static_cast<StreamId>(stream.id())));
+  OPENREG_CHECK(
+      EventRecord(EventFromHandle(*event), static_cast<StreamId>(stream.id())));
 }
 
 void DeviceGuardImpl::block(void* event, const c10::Stream& stream) const {

@@ -32,8 +32,8 @@ class DeviceGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream exchangeStream(c10::Stream stream) const override;
   c10::DeviceIndex deviceCount() const noexcept override;
 
-  void destroyEvent(void* event,
-                    const c10::DeviceIndex device_index) const noexcept override;
+  void destroyEvent(
+      void* event, const c10::DeviceIndex device_index) const noexcept override;
   void record(void** event, const c10::Stream& stream,
               const c10::DeviceIndex device_index,
               const c10::EventFlag flag) const override;

@@ -20,7 +20,8 @@ const at::Generator& DefaultGenerator(c10::DeviceIndex device) {
   static auto* once = new std::array<std::once_flag, kMaxDevices>();
   std::call_once((*once)[device], [device] {
     (*generators)[device] = at::make_generator<GeneratorImpl>(device);
-    (*generators)[device].set_current_seed(c10::detail::getNonDeterministicRandom());
+    (*generators)[device].set_current_seed(
+        c10::detail::getNonDeterministicRandom());
   });
   return (*generators)[device];
 }

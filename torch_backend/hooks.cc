@@ -46,13 +46,12 @@ c10::DeviceIndex Hooks::maybeExchangeDevice(c10::DeviceIndex device) const {
 
 const at::Generator& Hooks::getDefaultGenerator(
     c10::DeviceIndex device_index) const {
-  return DefaultGenerator(device_index < 0 ? getCurrentDevice()
-                                           : device_index);
+  return DefaultGenerator(device_index < 0 ? getCurrentDevice() : device_index);
 }
 
 at::Generator Hooks::getNewGenerator(c10::DeviceIndex device_index) const {
-  return at::make_generator<GeneratorImpl>(
-      device_index < 0 ? getCurrentDevice() : device_index);
+  return at::make_generator<GeneratorImpl>(device_index < 0 ? getCurrentDevice()
+                                                            : device_index);
 }
 
 at::Device Hooks::getDeviceFromPtr(void* data) const {
@@ -68,8 +67,9 @@ bool Hooks::isPinnedPtr(const void* /*data*/) const {
 
 at::Allocator* Hooks::getPinnedMemoryAllocator() const {
   TORCH_CHECK_NOT_IMPLEMENTED(
-      false, "openreg: pinned host memory is not supported yet; use pageable "
-             "tensors (copies are staged through shared memory)");
+      false,
+      "openreg: pinned host memory is not supported yet; use pageable "
+      "tensors (copies are staged through shared memory)");
 }
 
 void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage,

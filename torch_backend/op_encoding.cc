@@ -16,10 +16,12 @@ constexpr int64_t kMaxInlineHostBytes = 64 * 1024;
 void EncodeHostTensor(const at::Tensor& tensor, proto::HostTensor* host) {
   const at::Tensor contiguous = tensor.contiguous();
   const int64_t nbytes = contiguous.numel() * contiguous.element_size();
-  TORCH_CHECK(nbytes <= kMaxInlineHostBytes,
-              "Expected all tensors to be on the same device, but found at "
-              "least two devices, openreg and cpu! (a CPU tensor of ",
-              nbytes, " bytes was passed to an openreg op; move it with .to(\"openreg\"))");
+  TORCH_CHECK(
+      nbytes <= kMaxInlineHostBytes,
+      "Expected all tensors to be on the same device, but found at "
+      "least two devices, openreg and cpu! (a CPU tensor of ",
+      nbytes,
+      " bytes was passed to an openreg op; move it with .to(\"openreg\"))");
   for (int64_t size : contiguous.sizes()) host->add_sizes(size);
   host->set_dtype(static_cast<int32_t>(contiguous.scalar_type()));
   host->set_data(contiguous.const_data_ptr(), nbytes);
@@ -73,7 +75,8 @@ void EncodeArgument(const c10::IValue& value, proto::Argument* argument) {
   } else if (value.isDouble()) {
     argument->set_double_value(value.toDouble());
   } else if (value.isSymFloat()) {
-    argument->set_double_value(value.toSymFloat().guard_float(__FILE__, __LINE__));
+    argument->set_double_value(
+        value.toSymFloat().guard_float(__FILE__, __LINE__));
   } else if (value.isComplexDouble()) {
     const c10::complex<double> complex = value.toComplexDouble();
     argument->mutable_complex_value()->set_real(complex.real());
@@ -131,7 +134,8 @@ void EncodeArgument(const c10::IValue& value, proto::Argument* argument) {
       }
     }
   } else {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "openreg: cannot send an argument of type ",
+    TORCH_CHECK_NOT_IMPLEMENTED(false,
+                                "openreg: cannot send an argument of type ",
                                 value.tagKind(), " to the daemon");
   }
 }
@@ -153,8 +157,8 @@ at::Tensor WrapDaemonTensor(const proto::TensorRef& ref) {
   c10::DataPtr data = allocator.Adopt(
       nbytes == 0 ? nullptr : reinterpret_cast<void*>(ref.address()), nbytes,
       device);
-  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes,
-                       std::move(data), &allocator, /*resizable=*/true);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data),
+                       &allocator, /*resizable=*/true);
   at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
       std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
       c10::scalarTypeToTypeMeta(dtype));
@@ -169,8 +173,9 @@ c10::IValue DecodeResult(const proto::Argument& result) {
     case proto::Argument::kTensorList: {
       std::vector<at::Tensor> tensors;
       for (const proto::Argument& element : result.tensor_list().values()) {
-        tensors.push_back(element.has_tensor() ? WrapDaemonTensor(element.tensor())
-                                               : at::Tensor());
+        tensors.push_back(element.has_tensor()
+                              ? WrapDaemonTensor(element.tensor())
+                              : at::Tensor());
       }
       return tensors;
     }

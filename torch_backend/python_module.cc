@@ -92,7 +92,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", &DeviceCount);
   m.def("_is_available", [] {
     int count = 0;
-    const bool available = GetDeviceCount(&count) == Error::kSuccess && count > 0;
+    const bool available =
+        GetDeviceCount(&count) == Error::kSuccess && count > 0;
     if (!available) GetLastError();
     return available;
   });

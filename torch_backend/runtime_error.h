@@ -17,6 +17,7 @@ inline void CheckRuntime(Error error, const char* call) {
 
 }  // namespace openreg::torch_backend
 
-#define OPENREG_CHECK(expr) ::openreg::torch_backend::CheckRuntime((expr), #expr)
+#define OPENREG_CHECK(expr) \
+  ::openreg::torch_backend::CheckRuntime((expr), #expr)
 
 #endif  // OPENREG_TORCH_BACKEND_RUNTIME_ERROR_H_

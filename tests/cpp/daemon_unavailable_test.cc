@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -156,12 +157,26 @@ TEST_F(DaemonUnavailableTest, RacingClientsShareOneDaemon) {
         << "a racing client failed (status " << status << ")";
   }
   unsetenv("OPENREG_IDLE_EXIT_SECONDS");
-  // Stop the winner by its pid (it would idle-exit shortly anyway).
-  absl::StatusOr<int> fd = ConnectUnix(AttachSocketPath(socket_));
-  if (fd.ok()) {
-    absl::StatusOr<PeerCredentials> peer = GetPeerCredentials(*fd);
-    close(*fd);
-    if (peer.ok() && peer->pid > 0) kill(peer->pid, SIGTERM);
+  // Stop every daemon the clients started, by the pids their spawn lines
+  // in the log name, before the directory goes away: a late loser could
+  // otherwise recreate it and serve there until its idle limit.
+  std::ifstream log(directory_ + "/daemon.log");
+  std::vector<pid_t> daemons;
+  for (std::string line; std::getline(log, line);) {
+    const size_t label = line.find("(daemon pid ");
+    if (label != std::string::npos) {
+      daemons.push_back(std::atoi(line.c_str() + label + 12));
+    }
+  }
+  EXPECT_FALSE(daemons.empty());
+  const absl::Time deadline = absl::Now() + absl::Seconds(15);
+  for (pid_t daemon : daemons) {
+    if (daemon <= 0) continue;
+    kill(daemon, SIGTERM);
+    while (kill(daemon, 0) == 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_NE(kill(daemon, 0), 0) << "daemon " << daemon << " did not exit";
   }
 }
 

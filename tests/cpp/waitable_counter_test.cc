@@ -94,3 +94,30 @@ TEST(WaitableCounterTest, ProducerConsumerHandOff) {
 
 }  // namespace
 }  // namespace openreg
+
+namespace openreg {
+namespace {
+
+TEST(WaitableCounterWakeTest, WakeAllEndsASleepingWaitEarly) {
+  WaitableCounter counter{};
+  std::atomic<bool> returned{false};
+  bool reached = true;
+  std::thread waiter([&] {
+    reached = counter.WaitForAtLeast(1, absl::Seconds(10), absl::ZeroDuration());
+    returned = true;
+  });
+  while (counter.sleepers.load() == 0) std::this_thread::yield();
+  // Repeated: a wake that lands between the waiter registering and reading
+  // the futex word is (correctly) not seen by that sleep.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!returned.load() && absl::Now() < deadline) {
+    counter.WakeAll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  waiter.join();
+  EXPECT_TRUE(returned.load());
+  EXPECT_FALSE(reached);  // interrupted, not reached
+}
+
+}  // namespace
+}  // namespace openreg

@@ -225,6 +225,20 @@ def test_kernel_counters_show_ops_ran_on_their_device():
     assert after[0]["kernels_executed"] == before[0]["kernels_executed"]
 
 
+def test_freed_source_of_a_queued_cross_device_copy_is_not_reused_early():
+    busy = torch.randn(700, 700, device="openreg:1")
+    for _ in range(6):  # keeps openreg:1's stream busy for a while
+        busy = busy @ busy / 700
+    expected = torch.arange(1 << 18, dtype=torch.float32)
+    source = expected.to("openreg:0")
+    torch.openreg.synchronize(0)
+    copied = source.to("openreg:1")  # queued behind the matmuls
+    del source  # its free must wait for openreg:1's queued copy
+    reuse = torch.full((1 << 18,), 7.0, device="openreg:0")
+    torch.testing.assert_close(copied.cpu(), expected)
+    assert reuse[0].item() == 7.0
+
+
 def test_device_properties_and_memory_info():
     props = torch.openreg.get_device_properties(1)
     assert props.total_memory == 2 * 1024**3

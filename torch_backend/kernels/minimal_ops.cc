@@ -26,8 +26,8 @@ constexpr c10::DispatchKeySet kKeySet(c10::DispatchKey::PrivateUse1);
 
 void CheckFactoryOptions(c10::Device device, std::optional<c10::Layout> layout,
                          std::optional<bool> pin_memory) {
-  TORCH_CHECK(device.type() == kType, "openreg: expected an openreg device, got ",
-              device);
+  TORCH_CHECK(device.type() == kType,
+              "openreg: expected an openreg device, got ", device);
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
               "openreg supports only strided tensors");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory),
@@ -56,7 +56,8 @@ at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
   CheckFactoryOptions(where, layout, pin_memory);
   const c10::DeviceGuard guard(where);
   return at::detail::empty_strided_generic(size, stride, &GetDeviceAllocator(),
-                                           kKeySet, c10::dtype_or_default(dtype));
+                                           kKeySet,
+                                           c10::dtype_or_default(dtype));
 }
 
 at::Tensor AsStrided(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -64,8 +65,8 @@ at::Tensor AsStrided(const at::Tensor& self, c10::SymIntArrayRef size,
                      std::optional<c10::SymInt> storage_offset) {
   return at::native::as_strided_tensorimpl(
       self, C10_AS_INTARRAYREF_SLOW(size), C10_AS_INTARRAYREF_SLOW(stride),
-      storage_offset ? std::optional<int64_t>(storage_offset->guard_int(
-                           __FILE__, __LINE__))
+      storage_offset ? std::optional<int64_t>(
+                           storage_offset->guard_int(__FILE__, __LINE__))
                      : std::nullopt);
 }
 
@@ -119,7 +120,8 @@ at::Tensor& SetSourceStorageWithOffset(at::Tensor& self, c10::Storage source,
                                        c10::SymIntArrayRef size,
                                        c10::SymIntArrayRef stride) {
   c10::TensorImpl* impl = self.unsafeGetTensorImpl();
-  if (!impl->storage().is_alias_of(source)) impl->set_storage_keep_dtype(source);
+  if (!impl->storage().is_alias_of(source))
+    impl->set_storage_keep_dtype(source);
   impl->set_storage_offset(storage_offset.guard_int(__FILE__, __LINE__));
   SetSizesAndStrides(self, C10_AS_INTARRAYREF_SLOW(size),
                      C10_AS_INTARRAYREF_SLOW(stride));
@@ -203,7 +205,8 @@ void CopyToHost(const at::Tensor& dst, const at::Tensor& src) {
   const bool direct = dst.is_contiguous() &&
                       dst.scalar_type() == src.scalar_type() &&
                       dst.sizes() == src.sizes();
-  at::Tensor host = direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
+  at::Tensor host =
+      direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
   CopyDeviceToHost(host.mutable_data_ptr(), device_src.const_data_ptr(),
                    host.nbytes(), src.device().index());
   if (!direct) dst.copy_(host);

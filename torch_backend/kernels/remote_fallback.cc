@@ -29,7 +29,8 @@ constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 // Ops that take CPU index tensors next to device tensors on CUDA too.
 bool AcceptsHostIndexTensors(const c10::OperatorName& name) {
   return name.name == "aten::index" || name.name == "aten::index_put_" ||
-         name.name == "aten::_index_put_impl_" || name.name == "aten::index_put";
+         name.name == "aten::_index_put_impl_" ||
+         name.name == "aten::index_put";
 }
 
 template <typename Fn>
@@ -57,20 +58,20 @@ c10::DeviceIndex CommonDevice(const c10::OperatorHandle& op,
       if (allowed) return;
       TORCH_CHECK(!device.has_value(),
                   "Expected all tensors to be on the same device, but found "
-                  "at least two devices, ", *device, " and ", tensor.device(),
-                  "!");
+                  "at least two devices, ",
+                  *device, " and ", tensor.device(), "!");
       TORCH_CHECK(false,
                   "Expected all tensors to be on the same device, but found "
-                  "at least two devices, ", tensor.device(),
-                  " and openreg! (", op.operator_name(), ")");
+                  "at least two devices, ",
+                  tensor.device(), " and openreg! (", op.operator_name(), ")");
     }
     if (!device.has_value()) {
       device = tensor.device();
     } else {
       TORCH_CHECK(*device == tensor.device(),
                   "Expected all tensors to be on the same device, but found "
-                  "at least two devices, ", *device, " and ", tensor.device(),
-                  "!");
+                  "at least two devices, ",
+                  *device, " and ", tensor.device(), "!");
     }
   };
   for (const c10::IValue& argument : arguments) ForEachTensor(argument, visit);
@@ -98,7 +99,8 @@ bool ReturnsOnlyTensors(const c10::FunctionSchema& schema) {
 
 bool ReturnsAView(const c10::FunctionSchema& schema) {
   for (const c10::Argument& ret : schema.returns()) {
-    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) return true;
+    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite())
+      return true;
   }
   return false;
 }
@@ -115,7 +117,8 @@ at::Tensor ToMeta(const at::Tensor& tensor, bool keep_storage) {
   }
   const int64_t itemsize = static_cast<int64_t>(tensor.itemsize());
   const int64_t storage_elements =
-      (static_cast<int64_t>(tensor.storage().nbytes()) + itemsize - 1) / itemsize;
+      (static_cast<int64_t>(tensor.storage().nbytes()) + itemsize - 1) /
+      itemsize;
   return at::empty({storage_elements}, options)
       .as_strided(tensor.sizes(), tensor.strides(), tensor.storage_offset());
 }
@@ -164,8 +167,7 @@ std::optional<size_t> AliasedArgument(const c10::FunctionSchema& schema,
                                       const c10::AliasInfo& alias) {
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     const c10::AliasInfo* candidate = schema.arguments()[i].alias_info();
-    if (candidate != nullptr &&
-        candidate->beforeSets() == alias.beforeSets()) {
+    if (candidate != nullptr && candidate->beforeSets() == alias.beforeSets()) {
       return i;
     }
   }
@@ -256,10 +258,10 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       const c10::IValue& meta_value = (*meta)[i];
       bool computed = false;
       if (meta_value.isTensor()) {
-        at::Tensor real = PlanTensor(
-            alias, meta_value.toTensor(),
-            source ? arguments[*source].toTensor() : at::Tensor(), device,
-            &computed);
+        at::Tensor real =
+            PlanTensor(alias, meta_value.toTensor(),
+                       source ? arguments[*source].toTensor() : at::Tensor(),
+                       device, &computed);
         outputs.push_back(real);
         results.emplace_back(std::move(real));
       } else {
@@ -285,11 +287,10 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     if (needs_launch) LaunchAsync(op, arguments, outputs, device);
   } else {
     const proto::OpReply reply = LaunchSync(op, arguments, device);
-    TORCH_CHECK(static_cast<size_t>(reply.results_size()) ==
-                    schema.returns().size(),
-                "openreg: the daemon returned ", reply.results_size(),
-                " results for ", schema.operator_name(), ", expected ",
-                schema.returns().size());
+    TORCH_CHECK(
+        static_cast<size_t>(reply.results_size()) == schema.returns().size(),
+        "openreg: the daemon returned ", reply.results_size(), " results for ",
+        schema.operator_name(), ", expected ", schema.returns().size());
     for (size_t i = 0; i < schema.returns().size(); ++i) {
       const c10::AliasInfo* alias = schema.returns()[i].alias_info();
       std::optional<size_t> source;
@@ -303,7 +304,8 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
 
   torch::jit::drop(*stack, num_arguments);
-  for (c10::IValue& result : results) torch::jit::push(*stack, std::move(result));
+  for (c10::IValue& result : results)
+    torch::jit::push(*stack, std::move(result));
 }
 
 }  // namespace

@@ -13,7 +13,8 @@ StreamId CurrentStreamId(c10::DeviceIndex device) {
 }
 
 void EncodeLaunch(const c10::OperatorHandle& op,
-                  c10::ArrayRef<c10::IValue> arguments, proto::LaunchOp* launch) {
+                  c10::ArrayRef<c10::IValue> arguments,
+                  proto::LaunchOp* launch) {
   const c10::OperatorName& name = op.operator_name();
   launch->set_name(name.name);
   launch->set_overload(name.overload_name);
@@ -52,7 +53,8 @@ void CopyHostToDevice(void* device_dst, const void* host_src, size_t nbytes,
                       c10::DeviceIndex device) {
   if (nbytes == 0) return;
   OPENREG_CHECK(MemcpyAsync(device_dst, host_src, nbytes,
-                            MemcpyKind::kHostToDevice, CurrentStreamId(device)));
+                            MemcpyKind::kHostToDevice,
+                            CurrentStreamId(device)));
 }
 
 void CopyDeviceToHost(void* host_dst, const void* device_src, size_t nbytes,
