@@ -1,5 +1,6 @@
 # openreg: the two commands are `make demo` and `make test`.
 # Both run `make setup` first, which installs only what is missing.
+SHELL := /bin/bash
 PYTHON ?= python3
 APT_PACKAGES := bazel-bootstrap bazel-rules-java libgrpc++-dev \
 	protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev \
@@ -7,7 +8,7 @@ APT_PACKAGES := bazel-bootstrap bazel-rules-java libgrpc++-dev \
 TORCH_VERSION := 2.13.0
 BAZEL ?= bazel
 
-.PHONY: setup apt-deps python-deps build install demo test bench clean
+.PHONY: setup apt-deps python-deps build install demo test clean
 
 setup: apt-deps python-deps build install
 
@@ -34,11 +35,14 @@ install: build
 demo: setup
 	$(PYTHON) examples/demo.py
 
+# Every test really runs (no cached results); the last line is the plain
+# "N passed, N failed" summary.
 test: setup
-	$(BAZEL) test //...
-
-bench: setup
-	$(PYTHON) bench/run.py
+	@set -o pipefail; log=$$(mktemp); \
+	$(BAZEL) test --nocache_test_results //... 2>&1 | tee $$log; status=$$?; \
+	passed=$$(grep -cE '^//[^ ]+ +PASSED' $$log); \
+	failed=$$(grep -cE '^//[^ ]+ +(FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' $$log); \
+	rm -f $$log; echo "$$passed passed, $$failed failed"; exit $$status
 
 clean:
 	$(BAZEL) clean

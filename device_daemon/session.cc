@@ -99,14 +99,17 @@ absl::Status Session::CheckOpen() const {
   return absl::OkStatus();
 }
 
+absl::Status Session::CheckDevice(int device) const {
+  if (devices_->IsValid(device)) return absl::OkStatus();
+  return InvalidDeviceError(absl::StrCat("invalid device ", device,
+                                         ": the daemon has ", devices_->count(),
+                                         " devices"));
+}
+
 // ---- Memory ------------------------------------------------------------
 
 absl::StatusOr<uint64_t> Session::Allocate(int device, uint64_t size) {
-  if (!devices_->IsValid(device)) {
-    return InvalidDeviceError(absl::StrCat("invalid device ", device,
-                                           ": the daemon has ",
-                                           devices_->count(), " devices"));
-  }
+  if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
   {
     absl::ReaderMutexLock lock(&mutex_);
     if (absl::Status open = CheckOpen(); !open.ok()) return open;
@@ -273,11 +276,7 @@ void Session::ActivateStream(uint32_t slot, int device, int priority) {
 }
 
 absl::StatusOr<uint32_t> Session::CreateStream(int device, int priority) {
-  if (!devices_->IsValid(device)) {
-    return InvalidDeviceError(absl::StrCat("invalid device ", device,
-                                           ": the daemon has ",
-                                           devices_->count(), " devices"));
-  }
+  if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
   absl::MutexLock lock(&mutex_);
   if (absl::Status open = CheckOpen(); !open.ok()) return open;
   for (uint32_t slot = layout_.device_count; slot < layout_.limits.max_streams;
@@ -336,11 +335,7 @@ bool Session::IsStreamAlive(uint32_t slot) const {
 // ---- Events ------------------------------------------------------------
 
 absl::StatusOr<uint32_t> Session::CreateEvent(int device, bool enable_timing) {
-  if (!devices_->IsValid(device)) {
-    return InvalidDeviceError(absl::StrCat("invalid device ", device,
-                                           ": the daemon has ",
-                                           devices_->count(), " devices"));
-  }
+  if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
   absl::MutexLock lock(&mutex_);
   if (absl::Status open = CheckOpen(); !open.ok()) return open;
   for (uint32_t slot = 0; slot < layout_.limits.max_events; ++slot) {

@@ -164,6 +164,8 @@ class Session {
           SharedMemory segment, const SessionHeader& layout);
 
   absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  // kInvalidDevice unless `device` is one of the daemon's devices.
+  absl::Status CheckDevice(int device) const;
   // The allocation containing `address`, or null.
   const AllocationEntry* FindContaining(uint64_t address) const
       ABSL_SHARED_LOCKS_REQUIRED(mutex_);

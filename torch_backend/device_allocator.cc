@@ -29,6 +29,23 @@ void Decrease(Stat& stat, int64_t amount) {
   stat.freed += amount;
 }
 
+// The aggregate byte and count statistics this allocator maintains. Without
+// a caching layer, reserved = active = allocated memory.
+template <typename Fn>
+void ForEachByteStat(DeviceStats& stats, Fn&& fn) {
+  for (auto* array : {&stats.allocated_bytes, &stats.reserved_bytes,
+                      &stats.active_bytes, &stats.requested_bytes}) {
+    fn((*array)[kAggregate]);
+  }
+}
+
+template <typename Fn>
+void ForEachCountStat(DeviceStats& stats, Fn&& fn) {
+  for (auto* array : {&stats.allocation, &stats.segment, &stats.active}) {
+    fn((*array)[kAggregate]);
+  }
+}
+
 // Sizes of live allocations and per-device statistics. Without a caching
 // layer, reserved memory equals allocated memory.
 class AllocationTable {
@@ -37,13 +54,8 @@ class AllocationTable {
     std::lock_guard<std::mutex> lock(mutex_);
     live_[ptr] = nbytes;
     DeviceStats& stats = stats_[device];
-    Increase(stats.allocated_bytes[kAggregate], nbytes);
-    Increase(stats.reserved_bytes[kAggregate], nbytes);
-    Increase(stats.active_bytes[kAggregate], nbytes);
-    Increase(stats.requested_bytes[kAggregate], nbytes);
-    Increase(stats.allocation[kAggregate], 1);
-    Increase(stats.segment[kAggregate], 1);
-    Increase(stats.active[kAggregate], 1);
+    ForEachByteStat(stats, [&](Stat& stat) { Increase(stat, nbytes); });
+    ForEachCountStat(stats, [](Stat& stat) { Increase(stat, 1); });
     stats.num_device_alloc += 1;
   }
 
@@ -54,13 +66,8 @@ class AllocationTable {
     const int64_t nbytes = static_cast<int64_t>(it->second);
     live_.erase(it);
     DeviceStats& stats = stats_[device];
-    Decrease(stats.allocated_bytes[kAggregate], nbytes);
-    Decrease(stats.reserved_bytes[kAggregate], nbytes);
-    Decrease(stats.active_bytes[kAggregate], nbytes);
-    Decrease(stats.requested_bytes[kAggregate], nbytes);
-    Decrease(stats.allocation[kAggregate], 1);
-    Decrease(stats.segment[kAggregate], 1);
-    Decrease(stats.active[kAggregate], 1);
+    ForEachByteStat(stats, [&](Stat& stat) { Decrease(stat, nbytes); });
+    ForEachCountStat(stats, [](Stat& stat) { Decrease(stat, 1); });
     stats.num_device_free += 1;
   }
 
@@ -72,21 +79,17 @@ class AllocationTable {
   void ResetPeak(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceStats& stats = stats_[device];
-    for (auto* array : {&stats.allocated_bytes, &stats.reserved_bytes,
-                        &stats.active_bytes, &stats.requested_bytes,
-                        &stats.allocation, &stats.segment, &stats.active}) {
-      for (Stat& stat : *array) stat.peak = stat.current;
-    }
+    auto reset = [](Stat& stat) { stat.peak = stat.current; };
+    ForEachByteStat(stats, reset);
+    ForEachCountStat(stats, reset);
   }
 
   void ResetAccumulated(c10::DeviceIndex device) {
     std::lock_guard<std::mutex> lock(mutex_);
     DeviceStats& stats = stats_[device];
-    for (auto* array : {&stats.allocated_bytes, &stats.reserved_bytes,
-                        &stats.active_bytes, &stats.requested_bytes,
-                        &stats.allocation, &stats.segment, &stats.active}) {
-      for (Stat& stat : *array) stat.allocated = stat.freed = 0;
-    }
+    auto reset = [](Stat& stat) { stat.allocated = stat.freed = 0; };
+    ForEachByteStat(stats, reset);
+    ForEachCountStat(stats, reset);
     stats.num_device_alloc = 0;
     stats.num_device_free = 0;
   }
