@@ -5,6 +5,7 @@ runs the work, and stops the daemon by pid.
 """
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -74,6 +75,7 @@ def main():
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ must stay under 108 bytes, so never under $TEST_TMPDIR) and is stopped by
 its pid. Nothing is ever killed by name.
 """
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +28,13 @@ def python_env(**overrides):
         else:
             env[key] = str(value)
     return env
+
+
+@contextlib.contextmanager
+def socket_folder():
+    """A fresh /tmp folder for a daemon socket, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="openreg-test-", dir="/tmp") as folder:
+        yield folder
 
 
 def read_rss_bytes(pid):
@@ -82,6 +91,7 @@ class Daemon:
             self.process.wait(timeout=30)
 
     def stop(self):
+        """Stops the daemon (if still running) and removes its folder."""
         if self.alive():
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -89,6 +99,7 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=30)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def env(self, **overrides):
         return python_env(OPENREG_DAEMON_SOCKET=self.socket,

@@ -4,12 +4,11 @@ daemon on the selected socket; the test stops it by the pid it recorded."""
 import os
 import signal
 import sys
-import tempfile
 import time
 
 import pytest
 
-from daemon_fixture import python_env, run_python
+from daemon_fixture import python_env, run_python, socket_folder
 
 
 def daemon_pid_from_lock(socket):
@@ -18,7 +17,11 @@ def daemon_pid_from_lock(socket):
 
 
 def test_first_use_spawns_a_daemon_that_serves_later_clients():
-    folder = tempfile.mkdtemp(prefix="openreg-test-", dir="/tmp")
+    with socket_folder() as folder:
+        spawn_and_reuse(folder)
+
+
+def spawn_and_reuse(folder):
     socket = os.path.join(folder, "daemon.sock")
     env = python_env(OPENREG_DAEMON_SOCKET=socket, OPENREG_AUTOSPAWN=None,
                      OPENREG_IDLE_EXIT_SECONDS="60")
