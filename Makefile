@@ -8,7 +8,7 @@ APT_PACKAGES := bazel-bootstrap bazel-rules-java libgrpc++-dev \
 TORCH_VERSION := 2.13.0
 BAZEL ?= bazel
 
-.PHONY: setup apt-deps python-deps build install demo test clean
+.PHONY: setup apt-deps python-deps build install demo test bench clean
 
 setup: apt-deps python-deps build install
 
@@ -43,6 +43,9 @@ test: setup
 	passed=$$(grep -cE '^//[^ ]+ +PASSED' $$log); \
 	failed=$$(grep -cE '^//[^ ]+ +(FAILED|TIMEOUT|NO STATUS|INCOMPLETE)' $$log); \
 	rm -f $$log; echo "$$passed passed, $$failed failed"; exit $$status
+
+bench: setup
+	$(PYTHON) bench/run.py
 
 clean:
 	$(BAZEL) clean

@@ -3,19 +3,23 @@
 // here.
 #include "device_daemon/op_runner.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/List.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <optional>
 #include <string>
@@ -66,6 +70,24 @@ int64_t EnumArgumentLimit(const c10::Argument& schema) {
   }
 }
 
+// The seed of the CPU engine one random op runs with, from the client
+// generator's (seed, offset): a splitmix64-style mix, so that neighbouring
+// offsets (successive ops) and neighbouring seeds give unrelated streams.
+uint64_t EngineSeed(const proto::GeneratorState& state) {
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;
+  return mix(state.seed() + kGoldenGamma * (mix(state.offset()) + 1));
+}
+
+// Serializes the ops that borrow the daemon's CPU default generator (random
+// ops without a Generator parameter): each reseeds it, runs, and must not
+// interleave with another.
+std::mutex g_default_generator_mutex;
+
 std::string ShapeString(c10::IntArrayRef sizes) {
   return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
 }
@@ -105,6 +127,12 @@ class Launch {
   int ResultDevice() const;
 
   absl::Status CopyToOutputs(const torch::jit::Stack& stack);
+  // Synchronous launches only: gives the kernel resizable stand-ins for
+  // the out= arguments (client memory cannot grow), see FinishOutArguments.
+  void ReplaceOutArguments(const c10::FunctionSchema& schema,
+                           torch::jit::Stack* stack);
+  // Copies stand-ins that kept their shape back into client memory.
+  void FinishOutArguments();
   absl::Status WriteReply(const c10::FunctionSchema& schema,
                           const torch::jit::Stack& stack, uint64_t sequence);
   absl::Status EncodeResult(const c10::IValue& value, const c10::TypePtr& type,
@@ -117,6 +145,13 @@ class Launch {
   const std::string op_name_;
   // Synchronous results allocated so far; freed again if the launch fails.
   std::vector<uint64_t> result_addresses_;
+  // out= arguments of a synchronous launch: the client's tensor and the
+  // stand-in the kernel wrote (and maybe resized), by argument index.
+  struct OutArgument {
+    at::Tensor client;
+    at::Tensor stand_in;
+  };
+  std::vector<std::pair<size_t, OutArgument>> out_arguments_;
 };
 
 absl::StatusOr<at::Tensor> Launch::DeviceTensor(const proto::TensorRef& ref) {
@@ -129,13 +164,23 @@ absl::StatusOr<at::Tensor> Launch::DeviceTensor(const proto::TensorRef& ref) {
   // The deleter keeps the allocation pinned for as long as ATen holds the
   // tensor (also when an op returns a view of it).
   std::shared_ptr<DeviceBuffer> pin = std::move(pinned->buffer);
-  return at::from_blob(
+  at::Tensor tensor = at::from_blob(
       data, c10::IntArrayRef(ref.sizes().data(), ref.sizes_size()),
       c10::IntArrayRef(ref.strides().data(), ref.strides_size()),
       [pin](void*) {},
       at::TensorOptions()
           .dtype(static_cast<at::ScalarType>(ref.dtype()))
           .device(at::kCPU));
+  // Only the ops that handle these bits themselves reach the daemon with
+  // them set (the client's Conjugate/Negative fallbacks resolve the rest).
+  if (ref.conj()) {
+    if (!tensor.is_complex()) {
+      return InvalidValueError("the conjugate bit is set on a real tensor");
+    }
+    tensor._set_conj(true);
+  }
+  if (ref.neg()) tensor._set_neg(true);
+  return tensor;
 }
 
 absl::StatusOr<at::Tensor> Launch::HostTensor(const proto::HostTensor& host) {
@@ -318,6 +363,12 @@ absl::StatusOr<c10::IValue> Launch::ToIValue(const proto::Argument& argument,
                          " but the daemon has ", session_.devices().count()));
       }
       return c10::IValue(c10::Device(c10::kCPU));
+    case proto::Argument::kGenerator:
+      if (type->kind() != c10::TypeKind::GeneratorType) {
+        return bad("a generator given for a non-generator argument");
+      }
+      return c10::IValue(at::make_generator<at::CPUGeneratorImpl>(
+          EngineSeed(argument.generator())));
     case proto::Argument::VALUE_NOT_SET:
       break;
   }
@@ -392,6 +443,14 @@ absl::Status Launch::CopyToOutputs(const torch::jit::Stack& stack) {
       }
     }
   }
+  // The client names no output where the Meta kernel returned an undefined
+  // tensor (an output_mask-disabled gradient): the kernel returns none there
+  // too.
+  produced.erase(std::remove_if(produced.begin(), produced.end(),
+                                [](const at::Tensor& tensor) {
+                                  return !tensor.defined();
+                                }),
+                 produced.end());
   if (produced.size() != static_cast<size_t>(op_.outputs_size())) {
     return Fail(proto::INVALID_VALUE,
                 absl::StrCat("the op returned ", produced.size(),
@@ -404,6 +463,14 @@ absl::Status Launch::CopyToOutputs(const torch::jit::Stack& stack) {
     absl::StatusOr<at::Tensor> destination = DeviceTensor(op_.outputs(i));
     if (!destination.ok()) return destination.status();
     at::Tensor& output = *destination;
+    if ((result.numel() == 0) != (output.numel() == 0)) {
+      // Placeholders for results nobody reads (batch norm statistics in
+      // eval mode, embedding_bag's forward-only buffers) are empty on one
+      // side and full-size on the other: the Meta kernel's shape (CUDA's)
+      // wins, filled with zeros, never stale memory.
+      if (output.numel() != 0) output.zero_();
+      continue;
+    }
     if (output.sizes() != result.sizes()) {
       return Fail(
           proto::KERNEL_FAILURE,
@@ -437,7 +504,10 @@ absl::Status Launch::StoreTensor(const at::Tensor& tensor,
     return Fail(proto::KERNEL_FAILURE, "the op returned a non-strided tensor");
   }
   const int device = ResultDevice();
-  const at::Tensor contiguous = tensor.contiguous();
+  // Kernels may return lazily conjugated / negated views (linalg_lu_solve
+  // with left=false): the client's tensor carries plain values.
+  const at::Tensor contiguous =
+      tensor.resolve_conj().resolve_neg().contiguous();
   const uint64_t bytes = contiguous.nbytes();
   absl::StatusOr<uint64_t> address = session_.Allocate(device, bytes);
   if (!address.ok()) return address.status();
@@ -537,6 +607,31 @@ absl::Status Launch::EncodeResult(const c10::IValue& value,
   return absl::OkStatus();
 }
 
+void Launch::ReplaceOutArguments(const c10::FunctionSchema& schema,
+                                  torch::jit::Stack* stack) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    if (!schema.arguments()[i].is_out() || !(*stack)[i].isTensor()) continue;
+    const at::Tensor client = (*stack)[i].toTensor();
+    if (!client.defined()) continue;
+    // A copy, not an empty tensor: an out= kernel may read what it does
+    // not overwrite (and resizing keeps the contents).
+    at::Tensor stand_in = at::empty_strided(client.sizes(), client.strides(),
+                                            client.options());
+    stand_in.copy_(client);
+    (*stack)[i] = stand_in;
+    out_arguments_.push_back({i, OutArgument{client, stand_in}});
+  }
+}
+
+void Launch::FinishOutArguments() {
+  for (auto& [index, out] : out_arguments_) {
+    if (out.stand_in.sizes() == out.client.sizes()) {
+      out.client.copy_(out.stand_in);
+      out.stand_in = at::Tensor();  // nothing to reply
+    }
+  }
+}
+
 absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
                                 const torch::jit::Stack& stack,
                                 uint64_t sequence) {
@@ -545,6 +640,24 @@ absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
   for (size_t i = 0; i < stack.size(); ++i) {
     const c10::TypePtr type =
         i < returns.size() ? returns[i].type() : c10::AnyType::get();
+    const c10::AliasInfo* alias =
+        i < returns.size() ? returns[i].alias_info() : nullptr;
+    if (alias != nullptr && alias->isWrite()) {
+      // The client returns its own argument (the kernel wrote through its
+      // memory): no copy, except an out= stand-in that the kernel resized,
+      // which the client adopts.
+      proto::Argument* result = reply.add_results();
+      result->set_none(true);
+      for (const auto& [index, out] : out_arguments_) {
+        const c10::AliasInfo* written = schema.arguments()[index].alias_info();
+        if (out.stand_in.defined() &&
+            written->beforeSets() == alias->beforeSets()) {
+          absl::Status stored = StoreTensor(out.stand_in, result);
+          if (!stored.ok()) return stored;
+        }
+      }
+      continue;
+    }
     absl::Status encoded = EncodeResult(stack[i], type, reply.add_results());
     if (!encoded.ok()) return encoded;
   }
@@ -589,8 +702,22 @@ absl::Status Launch::Run(uint64_t sequence) {
                   absl::StrCat("output: ", valid.message()));
     }
   }
-  handle->callBoxed(&*stack);
-  if (op_.synchronous()) return WriteReply(schema, *stack, sequence);
+  if (op_.synchronous()) ReplaceOutArguments(schema, &*stack);
+  if (op_.has_default_generator()) {
+    std::lock_guard<std::mutex> lock(g_default_generator_mutex);
+    at::Generator cpu_default = at::detail::getDefaultCPUGenerator();
+    {
+      std::lock_guard<std::mutex> seed_lock(cpu_default.mutex());
+      cpu_default.set_current_seed(EngineSeed(op_.default_generator()));
+    }
+    handle->callBoxed(&*stack);
+  } else {
+    handle->callBoxed(&*stack);
+  }
+  if (op_.synchronous()) {
+    FinishOutArguments();
+    return WriteReply(schema, *stack, sequence);
+  }
   return CopyToOutputs(*stack);
 }
 

@@ -1,17 +1,13 @@
 """The main job: a daemon, `import torch` alone, two devices, two processes.
 
-Started by `make demo`. Starts its own openreg-daemon on a private socket,
-runs the work, and stops the daemon by pid.
+Started by `make demo`. Starts its own openreg-daemon on a private socket
+(torch_openreg.testing.Daemon), runs the work, and stops the daemon by pid.
 """
 
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
-import time
 
 CHILD = textwrap.dedent("""
     import os, torch                      # no other import: autoload
@@ -21,28 +17,14 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def daemon_binary():
-    # Located without importing torch, so the daemon starts first.
-    import importlib.util
-    spec = importlib.util.find_spec("torch_openreg")
-    return os.path.join(os.path.dirname(spec.origin), "bin", "openreg-daemon")
-
-
 def main():
-    folder = tempfile.mkdtemp(prefix="openreg-demo-", dir="/tmp")
-    socket = os.path.join(folder, "daemon.sock")
-    daemon = subprocess.Popen(
-        [daemon_binary(), f"--socket={socket}", "--devices=2",
-         "--memory_per_device=1GiB"], stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(socket + ".attach"):
-            if daemon.poll() is not None or time.monotonic() > deadline:
-                sys.exit("demo: openreg-daemon did not start")
-            time.sleep(0.05)
-        os.environ["OPENREG_DAEMON_SOCKET"] = socket
-        os.environ["OPENREG_AUTOSPAWN"] = "0"
+    # Importing torch_openreg.testing loads torch (and autoloads openreg)
+    # but connects to nothing until the first device use.
+    from torch_openreg.testing import Daemon
 
+    with Daemon(devices=2, memory_per_device="1GiB") as daemon:
+        daemon.use()
+        print(f"openreg-daemon pid {daemon.pid} on {daemon.socket}")
         import torch
 
         print(f"openreg devices: {torch.openreg.device_count()} "
@@ -72,10 +54,6 @@ def main():
                   f"{device['allocated_bytes']} bytes allocated now")
         print(f"  sessions served: {stats['sessions_served']}")
         print("demo: OK")
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(timeout=30)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

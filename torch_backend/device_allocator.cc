@@ -1,121 +1,34 @@
 #include "torch_backend/device_allocator.h"
 
-#include <c10/util/flat_hash_map.h>
-
 #include <array>
 #include <mutex>
 
 #include "data_plane/device_address.h"
 #include "openreg/runtime.h"
+#include "torch_backend/block_cache.h"
+#include "torch_backend/device_guard.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
 namespace {
 
-using c10::CachingAllocator::Stat;
-using c10::CachingAllocator::StatType;
-using c10::CachingDeviceAllocator::DeviceStats;
-
-constexpr size_t kAggregate = static_cast<size_t>(StatType::AGGREGATE);
-
-void Increase(Stat& stat, int64_t amount) {
-  stat.current += amount;
-  stat.peak = std::max(stat.peak, stat.current);
-  stat.allocated += amount;
-}
-
-void Decrease(Stat& stat, int64_t amount) {
-  stat.current -= amount;
-  stat.freed += amount;
-}
-
-// The aggregate byte and count statistics this allocator maintains. Without
-// a caching layer, reserved = active = allocated memory.
-template <typename Fn>
-void ForEachByteStat(DeviceStats& stats, Fn&& fn) {
-  for (auto* array : {&stats.allocated_bytes, &stats.reserved_bytes,
-                      &stats.active_bytes, &stats.requested_bytes}) {
-    fn((*array)[kAggregate]);
-  }
-}
-
-template <typename Fn>
-void ForEachCountStat(DeviceStats& stats, Fn&& fn) {
-  for (auto* array : {&stats.allocation, &stats.segment, &stats.active}) {
-    fn((*array)[kAggregate]);
-  }
-}
-
-// Sizes of live allocations and per-device statistics. Without a caching
-// layer, reserved memory equals allocated memory.
-class AllocationTable {
- public:
-  void Add(void* ptr, size_t nbytes, c10::DeviceIndex device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    live_[ptr] = nbytes;
-    DeviceStats& stats = stats_[device];
-    ForEachByteStat(stats, [&](Stat& stat) { Increase(stat, nbytes); });
-    ForEachCountStat(stats, [](Stat& stat) { Increase(stat, 1); });
-    stats.num_device_alloc += 1;
-  }
-
-  void Remove(void* ptr, c10::DeviceIndex device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = live_.find(ptr);
-    if (it == live_.end()) return;
-    const int64_t nbytes = static_cast<int64_t>(it->second);
-    live_.erase(it);
-    DeviceStats& stats = stats_[device];
-    ForEachByteStat(stats, [&](Stat& stat) { Decrease(stat, nbytes); });
-    ForEachCountStat(stats, [](Stat& stat) { Decrease(stat, 1); });
-    stats.num_device_free += 1;
-  }
-
-  DeviceStats Get(c10::DeviceIndex device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stats_[device];
-  }
-
-  void ResetPeak(c10::DeviceIndex device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    DeviceStats& stats = stats_[device];
-    auto reset = [](Stat& stat) { stat.peak = stat.current; };
-    ForEachByteStat(stats, reset);
-    ForEachCountStat(stats, reset);
-  }
-
-  void ResetAccumulated(c10::DeviceIndex device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    DeviceStats& stats = stats_[device];
-    auto reset = [](Stat& stat) { stat.allocated = stat.freed = 0; };
-    ForEachByteStat(stats, reset);
-    ForEachCountStat(stats, reset);
-    stats.num_device_alloc = 0;
-    stats.num_device_free = 0;
-  }
-
- private:
-  std::mutex mutex_;
-  ska::flat_hash_map<void*, size_t> live_;
-  std::array<DeviceStats, kMaxDevices> stats_;
-};
-
-// Leaked on purpose: tensors may be freed during static destruction.
-AllocationTable& Table() {
-  static auto* table = new AllocationTable();
-  return *table;
-}
-
-c10::DeviceIndex DeviceOf(void* ptr) {
-  return static_cast<c10::DeviceIndex>(
-      DeviceOfAddress(reinterpret_cast<uint64_t>(ptr)));
+// One cache per device, created on first use and leaked on purpose:
+// tensors may be freed during static destruction.
+BlockCache& CacheFor(c10::DeviceIndex device) {
+  TORCH_CHECK(device >= 0 && device < kMaxDevices,
+              "openreg: invalid device index ", static_cast<int>(device));
+  static auto* caches = new std::array<BlockCache*, kMaxDevices>();
+  static auto* once = new std::array<std::once_flag, kMaxDevices>();
+  std::call_once((*once)[device],
+                 [device] { (*caches)[device] = new BlockCache(device); });
+  return *(*caches)[device];
 }
 
 void DeleteDeviceMemory(void* ptr) {
   if (ptr == nullptr) return;
-  Table().Remove(ptr, DeviceOf(ptr));
-  // A deleter must not throw; a failed free (daemon gone) loses nothing.
-  if (Free(ptr) != Error::kSuccess) GetLastError();
+  const auto device = static_cast<c10::DeviceIndex>(
+      DeviceOfAddress(reinterpret_cast<uint64_t>(ptr)));
+  CacheFor(device).Free(ptr);
 }
 
 c10::Device CurrentDevice() {
@@ -130,9 +43,10 @@ c10::Device CurrentDevice() {
 c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
   const c10::Device device = CurrentDevice();
   if (nbytes == 0) return c10::DataPtr(nullptr, device);
-  void* ptr = nullptr;
-  OPENREG_CHECK(Malloc(&ptr, nbytes));
-  Table().Add(ptr, nbytes, device.index());
+  // Blocks are cached per stream: reuse on the stream that freed a block
+  // is ordered by the stream itself, as with CUDA's caching allocator.
+  const auto stream = static_cast<StreamId>(CurrentStream(device.index()).id());
+  void* ptr = CacheFor(device.index()).Allocate(nbytes, stream);
   return c10::DataPtr(ptr, ptr, &DeleteDeviceMemory, device);
 }
 
@@ -140,7 +54,7 @@ c10::DataPtr DeviceAllocator::Adopt(void* device_ptr, size_t nbytes,
                                     c10::DeviceIndex device) {
   const c10::Device where(c10::DeviceType::PrivateUse1, device);
   if (device_ptr == nullptr) return c10::DataPtr(nullptr, where);
-  Table().Add(device_ptr, nbytes, device);
+  CacheFor(device).Adopt(device_ptr, nbytes);
   return c10::DataPtr(device_ptr, device_ptr, &DeleteDeviceMemory, where);
 }
 
@@ -154,26 +68,34 @@ void DeviceAllocator::copy_data(void* dest, const void* src,
 }
 
 void DeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
-  // Nothing is cached on the client yet: freed memory returns to the daemon
-  // as soon as the device has finished with it.
+  int count = 0;
+  if (!IsConnected() || GetDeviceCount(&count) != Error::kSuccess) {
+    GetLastError();
+    return;  // nothing was ever allocated
+  }
+  for (int device = 0; device < count; ++device) {
+    CacheFor(static_cast<c10::DeviceIndex>(device)).EmptyCache();
+  }
 }
 
-void DeviceAllocator::recordStream(const c10::DataPtr& /*ptr*/,
-                                   c10::Stream /*stream*/) {
-  // Frees are fenced against every stream of the session.
+void DeviceAllocator::recordStream(const c10::DataPtr& ptr,
+                                   c10::Stream stream) {
+  if (ptr.get() == nullptr) return;
+  CacheFor(ptr.device().index())
+      .RecordStream(ptr.get(), static_cast<StreamId>(stream.id()));
 }
 
 c10::CachingDeviceAllocator::DeviceStats DeviceAllocator::getDeviceStats(
     c10::DeviceIndex device) {
-  return Table().Get(device);
+  return CacheFor(device).Stats();
 }
 
 void DeviceAllocator::resetAccumulatedStats(c10::DeviceIndex device) {
-  Table().ResetAccumulated(device);
+  CacheFor(device).ResetAccumulatedStats();
 }
 
 void DeviceAllocator::resetPeakStats(c10::DeviceIndex device) {
-  Table().ResetPeak(device);
+  CacheFor(device).ResetPeakStats();
 }
 
 std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(
@@ -182,6 +104,12 @@ std::pair<size_t, size_t> DeviceAllocator::getMemoryInfo(
   size_t total_bytes = 0;
   OPENREG_CHECK(MemGetInfo(&free_bytes, &total_bytes, device));
   return {free_bytes, total_bytes};
+}
+
+void DeviceAllocator::SetMemoryFraction(double fraction,
+                                        c10::DeviceIndex device) {
+  const std::pair<size_t, size_t> info = getMemoryInfo(device);
+  CacheFor(device).SetMemoryFraction(fraction, info.second);
 }
 
 DeviceAllocator& GetDeviceAllocator() {

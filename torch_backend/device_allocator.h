@@ -1,6 +1,6 @@
-// The PrivateUse1 device allocator: every allocation is a block of daemon
-// memory obtained through the runtime client. Keeps per-device statistics
-// for torch.openreg.memory_* and torch.accelerator.
+// The PrivateUse1 device allocator: a façade over one BlockCache per device
+// (block_cache.h), which caches daemon memory obtained through the runtime
+// client. Its statistics feed torch.openreg.memory_* and torch.accelerator.
 #ifndef OPENREG_TORCH_BACKEND_DEVICE_ALLOCATOR_H_
 #define OPENREG_TORCH_BACKEND_DEVICE_ALLOCATOR_H_
 
@@ -28,6 +28,10 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   // Wraps memory the daemon allocated for this session (outputs of a
   // synchronous op) so that it is accounted and freed like our own.
   c10::DataPtr Adopt(void* device_ptr, size_t nbytes, c10::DeviceIndex device);
+
+  // Caps this process's reserved memory on `device` (like
+  // torch.cuda.set_per_process_memory_fraction).
+  void SetMemoryFraction(double fraction, c10::DeviceIndex device);
 };
 
 DeviceAllocator& GetDeviceAllocator();

@@ -2,6 +2,7 @@
 
 #include <ATen/ops/empty.h>
 #include <c10/core/TensorImpl.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <cstring>
 
@@ -59,6 +60,8 @@ void EncodeTensorRef(const at::Tensor& tensor, proto::TensorRef* ref) {
   for (int64_t stride : tensor.strides()) ref->add_strides(stride);
   ref->set_dtype(static_cast<int32_t>(tensor.scalar_type()));
   ref->set_device(tensor.device().index());
+  if (tensor.is_conj()) ref->set_conj(true);
+  if (tensor.is_neg()) ref->set_neg(true);
 }
 
 void EncodeArgument(const c10::IValue& value, proto::Argument* argument) {
@@ -84,10 +87,20 @@ void EncodeArgument(const c10::IValue& value, proto::Argument* argument) {
   } else if (value.isString()) {
     argument->set_string_value(value.toStringRef());
   } else if (value.isDevice()) {
-    argument->set_device(value.toDevice().index());
+    // device="openreg" (no index) means the current device.
+    const c10::Device device = value.toDevice();
+    const bool current =
+        device.type() == c10::DeviceType::PrivateUse1 && !device.has_index();
+    argument->set_device(current ? c10::impl::getDeviceGuardImpl(device.type())
+                                       ->getDevice()
+                                       .index()
+                                 : device.index());
   } else if (value.isGenerator()) {
-    // The daemon draws from its own generator for now (known gap).
-    argument->set_none(true);
+    // Generator parameters are encoded by the launch (kernels/
+    // remote_launch.cc), which knows the device whose default generator a
+    // None stands for. Reaching here means a generator outside a Generator
+    // parameter, which no ATen schema has.
+    TORCH_CHECK(false, "openreg: unexpected Generator argument");
   } else if (value.isIntList()) {
     // mutable_*() first: an empty list must still set the oneof.
     proto::IntList* list = argument->mutable_int_list();

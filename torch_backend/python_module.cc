@@ -3,11 +3,15 @@
 // never connects to the daemon.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Generator.h>
 
 #include <string>
 
+#include "data_plane/device_address.h"
 #include "openreg/launch.h"
 #include "openreg/runtime.h"
+#include "torch_backend/generator.h"
+#include "torch_backend/device_allocator.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -116,7 +120,25 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_get_device_properties", &DeviceProperties, py::arg("device"));
   m.def("_mem_get_info", &MemoryInfo, py::arg("device"));
+  m.def(
+      "_set_memory_fraction",
+      [](double fraction, int device) {
+        GetDeviceAllocator().SetMemoryFraction(
+            fraction, static_cast<c10::DeviceIndex>(device));
+      },
+      py::arg("fraction"), py::arg("device"));
   m.def("_daemon_stats", &DaemonStats);
+  // The default generators live in this process, so neither needs the
+  // daemon: seeding works before (and without) connecting.
+  m.attr("_max_devices") = kMaxDevices;
+  m.def(
+      "_get_default_generator",
+      [](int device) {
+        return py::reinterpret_steal<py::object>(
+            THPGenerator_initDefaultGenerator(
+                DefaultGenerator(static_cast<c10::DeviceIndex>(device))));
+      },
+      py::arg("device"));
 }
 
 }  // namespace openreg::torch_backend

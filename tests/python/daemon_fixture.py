@@ -1,20 +1,15 @@
-"""Starts and stops openreg-daemon instances for tests.
-
-Every daemon gets its own socket in a fresh /tmp folder (unix socket paths
-must stay under 108 bytes, so never under $TEST_TMPDIR) and is stopped by
-its pid. Nothing is ever killed by name.
-"""
+"""Test helpers: private daemons (torch_openreg.testing.Daemon), child
+process environments and socket folders. Every daemon has its own socket in
+a fresh /tmp folder (never under $TEST_TMPDIR: unix socket paths must stay
+under 108 bytes) and is stopped by its pid; nothing is killed by name."""
 
 import contextlib
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 
-import torch_openreg
+import torch_openreg.testing
 
 
 def python_env(**overrides):
@@ -45,72 +40,12 @@ def read_rss_bytes(pid):
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-class Daemon:
-    """One openreg-daemon process on a private socket."""
-
-    def __init__(self, devices=2, memory_per_device="2GiB", extra_args=()):
-        self.folder = tempfile.mkdtemp(prefix="openreg-test-", dir="/tmp")
-        self.socket = os.path.join(self.folder, "daemon.sock")
-        self.log_path = os.path.join(self.folder, "daemon.log")
-        self.args = [torch_openreg.daemon_binary(), f"--socket={self.socket}",
-                     f"--devices={devices}",
-                     f"--memory_per_device={memory_per_device}",
-                     *extra_args]
-        self.process = None
-
-    @property
-    def pid(self):
-        return self.process.pid
-
-    def start(self, timeout=30):
-        log = open(self.log_path, "w")
-        self.process = subprocess.Popen(self.args, stdout=log, stderr=log,
-                                        stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        attach = self.socket + ".attach"
-        while time.monotonic() < deadline:
-            if os.path.exists(self.socket) and os.path.exists(attach):
-                return self
-            if self.process.poll() is not None:
-                raise RuntimeError(f"openreg-daemon exited early:\n{self.log()}")
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"openreg-daemon did not start:\n{self.log()}")
-
-    def log(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def alive(self):
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self):
-        """Simulates a daemon crash."""
-        if self.alive():
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
-
-    def stop(self):
-        """Stops the daemon (if still running) and removes its folder."""
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
-        shutil.rmtree(self.folder, ignore_errors=True)
+class Daemon(torch_openreg.testing.Daemon):
+    """The package's private daemon, with child environments that also
+    carry this process's sys.path (so children find the same package)."""
 
     def env(self, **overrides):
-        return python_env(OPENREG_DAEMON_SOCKET=self.socket,
-                          OPENREG_AUTOSPAWN="0", **overrides)
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
-        return False
+        return super().env(base=python_env(), **overrides)
 
 
 def run_python(code, env, timeout=120):

@@ -55,16 +55,64 @@ def test_out_of_memory_raises_and_recovers():
 
 def test_memory_allocated_follows_allocations():
     device = torch.device("openreg:1")
-    stats_before = torch.openreg.daemon_stats()["devices"][1]["allocated_bytes"]
+    torch.openreg.empty_cache()
+    daemon_before = torch.openreg.daemon_stats()["devices"][1]["allocated_bytes"]
+    allocated_before = torch.openreg.memory_allocated(1)
     x = torch.empty(1024 * 1024, dtype=torch.uint8, device=device)
-    stats_during = torch.openreg.daemon_stats()["devices"][1]["allocated_bytes"]
-    assert stats_during - stats_before >= 1024 * 1024
+    assert torch.openreg.memory_allocated(1) - allocated_before == 1024 * 1024
+    assert torch.openreg.memory_reserved(1) >= torch.openreg.memory_allocated(1)
+    daemon_during = torch.openreg.daemon_stats()["devices"][1]["allocated_bytes"]
+    assert daemon_during - daemon_before >= 1024 * 1024
     free, total = torch.openreg.mem_get_info(1)
     assert total - free >= 1024 * 1024
     del x
+    assert torch.openreg.memory_allocated(1) == allocated_before
+    # The block stays cached in this process until empty_cache().
+    assert torch.openreg.memory_reserved(1) >= 1024 * 1024
+    torch.openreg.empty_cache()
     torch.openreg.synchronize(1)
-    stats_after = torch.openreg.daemon_stats()["devices"][1]["allocated_bytes"]
-    assert stats_after == stats_before
+    assert torch.openreg.memory_reserved(1) == 0
+    daemon_after = torch.openreg.daemon_stats()["devices"][1]["allocated_bytes"]
+    assert daemon_after == daemon_before
+
+
+def test_caching_allocator_reuses_blocks_without_asking_the_daemon():
+    torch.openreg.empty_cache()
+    x = torch.empty(256, 1024, device="openreg")  # 1 MiB: a 2 MiB segment
+    address = x.data_ptr()
+    stats = torch.openreg.memory_stats()
+    segments = stats["segment.all.current"]
+    del x
+    y = torch.empty(256, 1024, device="openreg")
+    assert y.data_ptr() == address  # same block, same stream
+    small = [torch.empty(100, device="openreg") for _ in range(8)]
+    assert torch.openreg.memory_stats()["segment.all.current"] == segments
+    assert len({t.data_ptr() for t in small}) == 8
+    del y, small
+
+
+def test_peak_stats_and_reset():
+    torch.openreg.reset_peak_memory_stats()
+    base = torch.openreg.memory_allocated()
+    x = torch.empty(4 * 1024 * 1024, dtype=torch.uint8, device="openreg")
+    del x
+    assert torch.openreg.max_memory_allocated() >= base + 4 * 1024 * 1024
+    torch.openreg.reset_peak_memory_stats()
+    assert torch.openreg.max_memory_allocated() == torch.openreg.memory_allocated()
+    assert torch.accelerator.memory_allocated(0) == torch.openreg.memory_allocated(0)
+
+
+def test_per_process_memory_fraction_limits_reservations():
+    torch.openreg.empty_cache()
+    torch.openreg.set_per_process_memory_fraction(0.25, 1)  # 512 MiB of 2 GiB
+    try:
+        with pytest.raises(torch.OutOfMemoryError, match="limit"):
+            torch.empty(600 * 1024 * 1024, dtype=torch.uint8, device="openreg:1")
+        ok = torch.empty(400 * 1024 * 1024, dtype=torch.uint8, device="openreg:1")
+        del ok
+    finally:
+        torch.openreg.set_per_process_memory_fraction(1.0, 1)
+        torch.openreg.empty_cache()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,6 @@
 """Several client processes on one daemon; a daemon that dies; a client
 that dies. Each test owns its daemon and stops it by pid."""
 
-import os
 import signal
 import subprocess
 import sys

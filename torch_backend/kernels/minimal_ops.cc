@@ -178,13 +178,18 @@ void CopyOnDevice(const at::Tensor& dst, const at::Tensor& src,
 }
 
 // Host -> device: staged through shared memory. The host side is made
-// contiguous in the destination's dtype first; a strided destination gets
-// a contiguous device temporary and a device-side copy.
+// contiguous in the destination's dtype, with its conjugate and negative
+// bits resolved, first; a strided destination, or one with those bits
+// (whose memory holds conjugated / negated values), gets a plain device
+// temporary and a device-side copy that applies them.
 void CopyFromHost(const at::Tensor& dst, const at::Tensor& src) {
-  const at::Tensor host =
-      src.to(dst.scalar_type()).expand(dst.sizes()).contiguous();
   const c10::DeviceIndex device = dst.device().index();
-  if (dst.is_contiguous()) {
+  const at::Tensor host = src.resolve_conj()
+                              .resolve_neg()
+                              .to(dst.scalar_type())
+                              .expand(dst.sizes())
+                              .contiguous();
+  if (dst.is_contiguous() && !dst.is_conj() && !dst.is_neg()) {
     CopyHostToDevice(dst.mutable_data_ptr(), host.const_data_ptr(),
                      host.nbytes(), device);
     return;
@@ -202,8 +207,8 @@ void CopyToHost(const at::Tensor& dst, const at::Tensor& src) {
       src.is_contiguous() && !src.is_conj() && !src.is_neg()
           ? src
           : src.resolve_conj().resolve_neg().contiguous();
-  const bool direct = dst.is_contiguous() &&
-                      dst.scalar_type() == src.scalar_type() &&
+  const bool direct = dst.is_contiguous() && !dst.is_conj() &&
+                      !dst.is_neg() && dst.scalar_type() == src.scalar_type() &&
                       dst.sizes() == src.sizes();
   at::Tensor host =
       direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
@@ -264,6 +269,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", CopyFrom);
   m.impl("_copy_from_and_resize", CopyFromAndResize);
   m.impl("_local_scalar_dense", LocalScalarDense);
+}
+
+// The Conjugate and Negative fallbacks materialize lazily conjugated or
+// negated inputs with clone(), whose copy_ calls _copy_from again: without
+// these fallthroughs, copying such a tensor to or from openreg recurses
+// until the stack overflows. CopyFrom handles both bits itself (the daemon's
+// copy_ applies them; host sides are resolved on the host).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace openreg::torch_backend

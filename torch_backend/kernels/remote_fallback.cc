@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "torch_backend/hooks.h"
+#include "torch_backend/kernels/meta_cache.h"
 #include "torch_backend/kernels/remote_launch.h"
 #include "torch_backend/op_encoding.h"
 
@@ -148,18 +149,29 @@ c10::IValue ToMetaValue(const c10::IValue& value, bool keep_storage) {
 std::optional<std::vector<c10::IValue>> RunMeta(
     const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
     bool keep_storage) {
+  std::optional<std::string> key = MetaCacheKey(op, arguments, keep_storage);
+  if (key.has_value()) {
+    if (std::optional<MetaResult> hit = FindMetaResult(*key)) {
+      if (hit->unavailable) return std::nullopt;
+      return std::move(hit->outputs);
+    }
+  }
   torch::jit::Stack stack;
   stack.reserve(arguments.size());
   for (const c10::IValue& argument : arguments) {
     stack.push_back(ToMetaValue(argument, keep_storage));
   }
+  MetaResult result;
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+    result.outputs = stack;
   } catch (const std::exception&) {
     // The synchronous path runs the real kernel and reports real errors.
-    return std::nullopt;
+    result.unavailable = true;
   }
-  return stack;
+  if (key.has_value()) StoreMetaResult(std::move(*key), result);
+  if (result.unavailable) return std::nullopt;
+  return std::move(result.outputs);
 }
 
 // Index of the argument that a return aliases (same alias set).
@@ -297,9 +309,21 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (alias != nullptr && alias->isWrite()) {
         source = AliasedArgument(schema, *alias);
       }
-      // In place / out=: the daemon wrote through the argument's memory.
-      results.push_back(source ? arguments[*source]
-                               : DecodeResult(reply.results(i)));
+      if (!source) {
+        results.push_back(DecodeResult(reply.results(i)));
+        continue;
+      }
+      // In place / out=: the daemon wrote through the argument's memory,
+      // unless the kernel had to resize an out= tensor: then it returns the
+      // result, and the argument is resized and filled here.
+      const c10::IValue& argument = arguments[*source];
+      if (reply.results(i).has_tensor() && argument.isTensor()) {
+        const at::Tensor resized = WrapDaemonTensor(reply.results(i).tensor());
+        const at::Tensor& out = argument.toTensor();
+        out.resize_(resized.sizes());
+        out.copy_(resized);
+      }
+      results.push_back(argument);
     }
   }
 
@@ -312,6 +336,16 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());
+}
+
+// Composite ops whose shared implementation hands unknown backends to
+// *_overrideable stubs that only out-of-tree kernels implement: routed to
+// the daemon whole, where the CPU implementation runs.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution",
+         torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());
+  m.impl("convolution_backward",
+         torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());
 }
 
 }  // namespace openreg::torch_backend

@@ -2,6 +2,7 @@
 
 #include "openreg/launch.h"
 #include "torch_backend/device_guard.h"
+#include "torch_backend/generator.h"
 #include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
 
@@ -12,14 +13,45 @@ StreamId CurrentStreamId(c10::DeviceIndex device) {
   return static_cast<StreamId>(CurrentStream(device).id());
 }
 
+bool IsGeneratorType(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    return IsGeneratorType(
+        type->castRaw<c10::OptionalType>()->getElementType());
+  }
+  return type->kind() == c10::TypeKind::GeneratorType;
+}
+
+void EncodeDraw(const GeneratorDraw& draw, proto::GeneratorState* state) {
+  state->set_seed(draw.seed);
+  state->set_offset(draw.offset);
+}
+
 void EncodeLaunch(const c10::OperatorHandle& op,
-                  c10::ArrayRef<c10::IValue> arguments,
+                  c10::ArrayRef<c10::IValue> arguments, c10::DeviceIndex device,
                   proto::LaunchOp* launch) {
   const c10::OperatorName& name = op.operator_name();
   launch->set_name(name.name);
   launch->set_overload(name.overload_name);
-  for (const c10::IValue& argument : arguments) {
-    EncodeArgument(argument, launch->add_arguments());
+  const std::vector<c10::Argument>& parameters = op.schema().arguments();
+  bool has_generator_parameter = false;
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (i < parameters.size() && IsGeneratorType(parameters[i].type())) {
+      // `Generator? generator=None` means the device's default generator;
+      // either way the op carries a draw, so the daemon never falls back
+      // to its own (shared, unseeded) generator.
+      has_generator_parameter = true;
+      const at::Generator generator = arguments[i].isGenerator()
+                                          ? arguments[i].toGenerator()
+                                          : at::Generator();
+      EncodeDraw(TakeDraw(generator, device),
+                 launch->add_arguments()->mutable_generator());
+      continue;
+    }
+    EncodeArgument(arguments[i], launch->add_arguments());
+  }
+  if (!has_generator_parameter && op.hasTag(at::Tag::nondeterministic_seeded)) {
+    EncodeDraw(TakeDraw(at::Generator(), device),
+               launch->mutable_default_generator());
   }
 }
 
@@ -31,7 +63,7 @@ void LaunchAsync(const c10::OperatorHandle& op,
   // Reused per thread: the per-op path allocates nothing it can avoid.
   thread_local proto::LaunchOp launch;
   launch.Clear();
-  EncodeLaunch(op, arguments, &launch);
+  EncodeLaunch(op, arguments, device, &launch);
   for (const at::Tensor& output : outputs) {
     if (output.defined()) EncodeTensorRef(output, launch.add_outputs());
   }
@@ -42,7 +74,7 @@ proto::OpReply LaunchSync(const c10::OperatorHandle& op,
                           c10::ArrayRef<c10::IValue> arguments,
                           c10::DeviceIndex device) {
   proto::LaunchOp launch;
-  EncodeLaunch(op, arguments, &launch);
+  EncodeLaunch(op, arguments, device, &launch);
   launch.set_synchronous(true);
   proto::OpReply reply;
   OPENREG_CHECK(LaunchOpSync(launch, &reply, CurrentStreamId(device)));

@@ -15,9 +15,33 @@ __all__ = [
     "init",
     "is_available",
     "is_initialized",
-    "mem_get_info",
     "set_device",
     "synchronize",
+    # Memory (memory.py).
+    "empty_cache",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
+    # Random number generation (random.py).
+    "default_generators",
+    "get_rng_state",
+    "get_rng_state_all",
+    "initial_seed",
+    "manual_seed",
+    "manual_seed_all",
+    "seed",
+    "seed_all",
+    "set_rng_state",
+    "set_rng_state_all",
+    # Automatic mixed precision (amp/).
+    "amp",
+    "get_amp_supported_dtype",
 ]
 
 
@@ -108,11 +132,6 @@ def get_device_name(device=None):
     return get_device_properties(device).name
 
 
-def mem_get_info(device=None):
-    """(free, total) bytes of the device as the daemon sees them."""
-    return _C._mem_get_info(_index(device))
-
-
 def daemon_stats():
     """Daemon-wide statistics: per-device memory and kernel counters, and
     the attached sessions."""
@@ -126,3 +145,32 @@ def _lazy_init():
 
 def _is_in_bad_fork():
     return False
+
+
+# Imported last: both submodules use the helpers above.
+from torch_openreg.openreg import amp  # noqa: E402
+from torch_openreg.openreg.amp import get_amp_supported_dtype  # noqa: E402
+from torch_openreg.openreg.memory import (  # noqa: E402
+    empty_cache,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
+from torch_openreg.openreg.random import (  # noqa: E402
+    default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)

@@ -1,0 +1,107 @@
+"""A private openreg-daemon for tests, benchmarks and experiments.
+
+    with torch_openreg.testing.Daemon(devices=2) as daemon:
+        daemon.use()              # this process will attach to it
+        x = torch.ones(3, device="openreg")
+
+Each daemon gets its own socket in a fresh /tmp folder (unix socket paths
+must stay under 108 bytes) and is stopped by its pid; its folder is removed
+afterwards. Nothing is ever killed by name.
+"""
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from torch_openreg import daemon_binary
+
+__all__ = ["Daemon"]
+
+
+class Daemon:
+    """One openreg-daemon process on a private socket."""
+
+    def __init__(self, devices=2, memory_per_device="2GiB", extra_args=()):
+        self.folder = tempfile.mkdtemp(prefix="openreg-test-", dir="/tmp")
+        self.socket = os.path.join(self.folder, "daemon.sock")
+        self.log_path = os.path.join(self.folder, "daemon.log")
+        self.args = [daemon_binary(), f"--socket={self.socket}",
+                     f"--devices={devices}",
+                     f"--memory_per_device={memory_per_device}", *extra_args]
+        self.process = None
+
+    @property
+    def pid(self):
+        return self.process.pid
+
+    def start(self, timeout=30):
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(self.args, stdout=log, stderr=log,
+                                            stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            # Both the control (gRPC) and the attach socket must exist.
+            if all(os.path.exists(self.socket + suffix)
+                   for suffix in ("", ".attach")):
+                return self
+            if self.process.poll() is not None:
+                raise RuntimeError(f"openreg-daemon exited early:\n{self.log()}")
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("openreg-daemon did not start within "
+                           f"{timeout} s:\n{self.log()}")
+
+    def use(self):
+        """Points this process at the daemon (before its first device use)
+        and forbids autospawn."""
+        os.environ["OPENREG_DAEMON_SOCKET"] = self.socket
+        os.environ["OPENREG_AUTOSPAWN"] = "0"
+        return self
+
+    def env(self, base=None, **overrides):
+        """An environment for child processes that use this daemon."""
+        env = dict(os.environ if base is None else base)
+        env.update(OPENREG_DAEMON_SOCKET=self.socket, OPENREG_AUTOSPAWN="0")
+        for key, value in overrides.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = str(value)
+        return env
+
+    def log(self):
+        try:
+            with open(self.log_path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def alive(self):
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self):
+        """Simulates a daemon crash (SIGKILL)."""
+        if self.alive():
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def stop(self):
+        """Stops the daemon (if still running) and removes its folder."""
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=30)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False

@@ -1,0 +1,397 @@
+#include "torch_backend/block_cache.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <string>
+#include <tuple>
+
+#include "absl/strings/str_format.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+
+// Sizes as in PyTorch's CUDA caching allocator.
+constexpr size_t kMinBlockSize = 512;
+constexpr size_t kSmallSize = 1 << 20;       // small pool: <= 1 MiB
+constexpr size_t kSmallBuffer = 2 << 20;     // small segments: 2 MiB
+constexpr size_t kMinLargeAlloc = 10 << 20;  // below: 20 MiB segments
+constexpr size_t kLargeBuffer = 20 << 20;
+constexpr size_t kRoundLarge = 2 << 20;  // large: multiples of 2 MiB
+
+size_t RoundSize(size_t size) {
+  return std::max(kMinBlockSize,
+                  (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize);
+}
+
+size_t SegmentSize(size_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return (rounded + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+void Update(Stat& stat, int64_t amount) {
+  stat.current += amount;
+  stat.peak = std::max(stat.peak, stat.current);
+  if (amount > 0) {
+    stat.allocated += amount;
+  } else {
+    stat.freed -= amount;
+  }
+}
+
+// Updates the aggregate entry and the pool's entry of a statistic.
+void Update(c10::CachingAllocator::StatArray& stats, bool small,
+            int64_t amount) {
+  Update(stats[static_cast<size_t>(StatType::AGGREGATE)], amount);
+  Update(stats[static_cast<size_t>(small ? StatType::SMALL_POOL
+                                         : StatType::LARGE_POOL)],
+         amount);
+}
+
+std::string Bytes(size_t bytes) {
+  return absl::StrFormat("%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+// Runs `fn` with the runtime's current device set to `device`.
+template <typename Fn>
+Error OnDevice(c10::DeviceIndex device, Fn fn) {
+  int previous = 0;
+  GetDevice(&previous);
+  if (previous != device) {
+    const Error set = SetDevice(device);
+    if (set != Error::kSuccess) return set;
+  }
+  const Error error = fn();
+  if (previous != device) SetDevice(previous);
+  return error;
+}
+
+}  // namespace
+
+bool BlockCache::BlockOrder::operator()(const Block* a, const Block* b) const {
+  return std::make_tuple(a->stream, a->size,
+                         reinterpret_cast<uintptr_t>(a->ptr)) <
+         std::make_tuple(b->stream, b->size,
+                         reinterpret_cast<uintptr_t>(b->ptr));
+}
+
+void* BlockCache::Allocate(size_t size, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ProcessPendingFrees(/*wait=*/false);
+  const size_t rounded = RoundSize(size);
+  const bool small = rounded <= kSmallSize;
+  Block* block = FindFreeBlock(rounded, stream, small);
+  if (block == nullptr) block = AllocateSegment(rounded, stream, small);
+  // Marked first: the split-off remainder must not merge back into it.
+  block->allocated = true;
+  block = SplitIfWorthIt(block, rounded);
+  block->requested = size;
+  active_[block->ptr] = block;
+  CountAllocation(block, +1);
+  return block->ptr;
+}
+
+BlockCache::Block* BlockCache::FindFreeBlock(size_t size, StreamId stream,
+                                             bool small) {
+  Pool& pool = PoolFor(small);
+  Block probe;
+  probe.stream = stream;
+  probe.size = size;
+  auto it = pool.lower_bound(&probe);
+  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  Block* block = *it;
+  pool.erase(it);
+  return block;
+}
+
+BlockCache::Block* BlockCache::AllocateSegment(size_t rounded, StreamId stream,
+                                               bool small) {
+  const size_t segment = SegmentSize(rounded);
+  const auto reserved = [&] {
+    return static_cast<size_t>(
+        stats_.reserved_bytes[static_cast<size_t>(StatType::AGGREGATE)]
+            .current);
+  };
+  if (reserved_limit_ != 0 && reserved() + segment > reserved_limit_) {
+    ReleaseFreeSegments();
+    if (reserved() + segment > reserved_limit_) {
+      stats_.num_ooms += 1;
+      TORCH_CHECK_WITH(
+          OutOfMemoryError, false, "openreg: out of memory on device ",
+          static_cast<int>(device_), ": tried to allocate ", Bytes(rounded),
+          ", which would exceed this process's limit of ",
+          Bytes(reserved_limit_), " (set_per_process_memory_fraction); ",
+          Bytes(reserved()), " is reserved by this process.");
+    }
+  }
+  void* ptr = nullptr;
+  const auto malloc = [&] { return Malloc(&ptr, segment); };
+  Error error = OnDevice(device_, malloc);
+  if (error == Error::kOutOfMemory) {
+    // Cached blocks count against the device: give them back and retry,
+    // then wait for blocks still in use on other streams and retry again.
+    stats_.num_alloc_retries += 1;
+    GetLastError();
+    ReleaseFreeSegments();
+    error = OnDevice(device_, malloc);
+    if (error == Error::kOutOfMemory && !pending_.empty()) {
+      GetLastError();
+      ProcessPendingFrees(/*wait=*/true);
+      ReleaseFreeSegments();
+      error = OnDevice(device_, malloc);
+    }
+  }
+  if (error == Error::kOutOfMemory) {
+    std::string daemon_message = GetLastErrorMessage();
+    GetLastError();
+    ThrowOutOfMemory(rounded, daemon_message);
+  }
+  if (error != Error::kSuccess) {
+    std::string message = GetLastErrorMessage();
+    GetLastError();
+    TORCH_CHECK(false, message);
+  }
+  Block* block = new Block();
+  block->ptr = ptr;
+  block->size = segment;
+  block->stream = stream;
+  block->small_pool = small;
+  Update(stats_.reserved_bytes, small, static_cast<int64_t>(segment));
+  Update(stats_.segment, small, 1);
+  stats_.num_device_alloc += 1;
+  return block;
+}
+
+BlockCache::Block* BlockCache::SplitIfWorthIt(Block* block, size_t size) {
+  const size_t remaining = block->size - size;
+  const bool worth_it =
+      block->small_pool ? remaining >= kMinBlockSize : remaining > kSmallSize;
+  if (!worth_it) return block;
+  Block* rest = new Block();
+  rest->ptr = static_cast<char*>(block->ptr) + size;
+  rest->size = remaining;
+  rest->stream = block->stream;
+  rest->small_pool = block->small_pool;
+  rest->prev = block;
+  rest->next = block->next;
+  if (rest->next != nullptr) rest->next->prev = rest;
+  block->next = rest;
+  block->size = size;
+  InsertFree(rest);
+  return block;
+}
+
+void BlockCache::InsertFree(Block* block) {
+  block->allocated = false;
+  block->stream_uses.clear();
+  Pool& pool = PoolFor(block->small_pool);
+  // Merge with free neighbours of the same segment (blocks waiting for
+  // other streams still count as allocated).
+  if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
+    pool.erase(prev);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next != nullptr) block->next->prev = prev;
+    delete block;
+    block = prev;
+  }
+  if (Block* next = block->next; next != nullptr && !next->allocated) {
+    pool.erase(next);
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next != nullptr) next->next->prev = block;
+    delete next;
+  }
+  pool.insert(block);
+}
+
+void BlockCache::Free(void* ptr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = active_.find(ptr);
+  if (it == active_.end()) {
+    auto adopted = adopted_.find(ptr);
+    if (adopted == adopted_.end()) return;
+    const int64_t size = static_cast<int64_t>(adopted->second);
+    adopted_.erase(adopted);
+    Update(stats_.allocated_bytes, false, -size);
+    Update(stats_.requested_bytes, false, -size);
+    Update(stats_.active_bytes, false, -size);
+    Update(stats_.reserved_bytes, false, -size);
+    Update(stats_.allocation, false, -1);
+    Update(stats_.active, false, -1);
+    Update(stats_.segment, false, -1);
+    stats_.num_device_free += 1;
+    if (openreg::Free(ptr) != Error::kSuccess) GetLastError();  // daemon gone
+    return;
+  }
+  Block* block = it->second;
+  active_.erase(it);
+  CountAllocation(block, -1);
+  if (block->stream_uses.empty()) {
+    InsertFree(block);
+    return;
+  }
+  // Used on other streams too: reusable once each has passed this point.
+  PendingFree pending{block, {}};
+  for (StreamId stream : block->stream_uses) {
+    EventId event = 0;
+    if (!spare_events_.empty()) {
+      event = spare_events_.back();
+      spare_events_.pop_back();
+    } else if (OnDevice(device_, [&] {
+                 return EventCreate(&event, kEventDisableTiming);
+               }) != Error::kSuccess) {
+      GetLastError();
+      continue;  // daemon gone: nothing will run on the block any more
+    }
+    if (EventRecord(event, stream) != Error::kSuccess) {
+      GetLastError();
+      spare_events_.push_back(event);
+      continue;
+    }
+    pending.events.push_back(event);
+  }
+  Update(stats_.active_bytes, block->small_pool,
+         static_cast<int64_t>(block->size));
+  pending_.push_back(std::move(pending));
+}
+
+void BlockCache::ProcessPendingFrees(bool wait) {
+  auto done = [&](PendingFree& pending) {
+    for (EventId event : pending.events) {
+      const Error status = wait ? EventSynchronize(event) : EventQuery(event);
+      if (status == Error::kNotReady) {
+        GetLastError();
+        return false;
+      }
+      if (status != Error::kSuccess) GetLastError();  // lost: nothing runs
+    }
+    return true;
+  };
+  auto it =
+      std::partition(pending_.begin(), pending_.end(),
+                     [&](PendingFree& pending) { return !done(pending); });
+  for (auto ready = it; ready != pending_.end(); ++ready) {
+    spare_events_.insert(spare_events_.end(), ready->events.begin(),
+                         ready->events.end());
+    Update(stats_.active_bytes, ready->block->small_pool,
+           -static_cast<int64_t>(ready->block->size));
+    InsertFree(ready->block);
+  }
+  pending_.erase(it, pending_.end());
+}
+
+bool BlockCache::ReleaseFreeSegments() {
+  bool released = false;
+  for (bool small : {true, false}) {
+    Pool& pool = PoolFor(small);
+    for (auto it = pool.begin(); it != pool.end();) {
+      Block* block = *it;
+      if (block->prev != nullptr || block->next != nullptr) {
+        ++it;
+        continue;  // part of a segment still (partly) in use
+      }
+      it = pool.erase(it);
+      // Stream-ordered in the runtime: queued work on the memory finishes
+      // before the daemon reuses it.
+      if (openreg::Free(block->ptr) != Error::kSuccess) GetLastError();
+      Update(stats_.reserved_bytes, small, -static_cast<int64_t>(block->size));
+      Update(stats_.segment, small, -1);
+      stats_.num_device_free += 1;
+      delete block;
+      released = true;
+    }
+  }
+  return released;
+}
+
+void BlockCache::ThrowOutOfMemory(size_t size, const std::string& daemon) {
+  stats_.num_ooms += 1;
+  const auto aggregate = static_cast<size_t>(StatType::AGGREGATE);
+  TORCH_CHECK_WITH(
+      OutOfMemoryError, false,
+      daemon.empty() ? "openreg: out of memory" : daemon,
+      ". This process holds ", Bytes(stats_.allocated_bytes[aggregate].current),
+      " in tensors and ", Bytes(stats_.reserved_bytes[aggregate].current),
+      " reserved on openreg:", static_cast<int>(device_), " (tried ",
+      Bytes(size), "); other clients of the daemon may hold the rest.");
+}
+
+void BlockCache::CountAllocation(Block* block, int sign) {
+  const bool small = block->small_pool;
+  Update(stats_.allocated_bytes, small,
+         sign * static_cast<int64_t>(block->size));
+  Update(stats_.requested_bytes, small,
+         sign * static_cast<int64_t>(block->requested));
+  Update(stats_.active_bytes, small, sign * static_cast<int64_t>(block->size));
+  Update(stats_.allocation, small, sign);
+  Update(stats_.active, small, sign);
+}
+
+void BlockCache::RecordStream(void* ptr, StreamId stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = active_.find(ptr);
+  if (it != active_.end() && it->second->stream != stream) {
+    it->second->stream_uses.insert(stream);
+  }
+}
+
+void BlockCache::Adopt(void* ptr, size_t size) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  adopted_[ptr] = size;
+  const int64_t bytes = static_cast<int64_t>(size);
+  Update(stats_.allocated_bytes, false, bytes);
+  Update(stats_.requested_bytes, false, bytes);
+  Update(stats_.active_bytes, false, bytes);
+  Update(stats_.reserved_bytes, false, bytes);
+  Update(stats_.allocation, false, 1);
+  Update(stats_.active, false, 1);
+  Update(stats_.segment, false, 1);
+}
+
+void BlockCache::EmptyCache() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ProcessPendingFrees(/*wait=*/false);
+  ReleaseFreeSegments();
+}
+
+void BlockCache::SetMemoryFraction(double fraction, size_t device_total) {
+  TORCH_CHECK_VALUE(fraction >= 0 && fraction <= 1,
+                    "openreg: memory fraction must be in [0, 1], got ",
+                    fraction);
+  std::lock_guard<std::mutex> lock(mutex_);
+  reserved_limit_ = static_cast<size_t>(fraction * device_total);
+}
+
+c10::CachingDeviceAllocator::DeviceStats BlockCache::Stats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void BlockCache::ResetPeakStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto* array : {&stats_.allocated_bytes, &stats_.reserved_bytes,
+                      &stats_.active_bytes, &stats_.requested_bytes,
+                      &stats_.allocation, &stats_.segment, &stats_.active}) {
+    for (Stat& stat : *array) stat.peak = stat.current;
+  }
+}
+
+void BlockCache::ResetAccumulatedStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto* array : {&stats_.allocated_bytes, &stats_.reserved_bytes,
+                      &stats_.active_bytes, &stats_.requested_bytes,
+                      &stats_.allocation, &stats_.segment, &stats_.active}) {
+    for (Stat& stat : *array) stat.allocated = stat.freed = 0;
+  }
+  stats_.num_alloc_retries = 0;
+  stats_.num_ooms = 0;
+  stats_.num_device_alloc = 0;
+  stats_.num_device_free = 0;
+}
+
+}  // namespace openreg::torch_backend

@@ -1,0 +1,152 @@
+#include "torch_backend/kernels/meta_cache.h"
+
+#include <cstring>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+constexpr size_t kMaxEntries = 16384;
+
+enum class Tag : char {
+  kNone = 'n',
+  kTensor = 't',
+  kUndefinedTensor = 'u',
+  kInt = 'i',
+  kDouble = 'd',
+  kBool = 'b',
+  kString = 's',
+  kComplex = 'c',
+  kDevice = 'v',
+  kGenerator = 'g',
+  kList = 'l',
+};
+
+class KeyWriter {
+ public:
+  void Put(Tag tag) { key_.push_back(static_cast<char>(tag)); }
+  template <typename T>
+  void Put(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    key_.append(reinterpret_cast<const char*>(&value), sizeof(value));
+  }
+  void PutBytes(const void* data, size_t size) {
+    Put(size);
+    key_.append(static_cast<const char*>(data), size);
+  }
+  std::string Take() { return std::move(key_); }
+
+ private:
+  std::string key_;
+};
+
+void PutTensor(const at::Tensor& tensor, bool keep_storage, KeyWriter* key) {
+  if (!tensor.defined()) {
+    key->Put(Tag::kUndefinedTensor);
+    return;
+  }
+  key->Put(Tag::kTensor);
+  key->Put(static_cast<int8_t>(tensor.device().type()));
+  key->Put(static_cast<int8_t>(tensor.scalar_type()));
+  key->Put(static_cast<int32_t>(tensor.dim()));
+  for (int64_t size : tensor.sizes()) key->Put(size);
+  for (int64_t stride : tensor.strides()) key->Put(stride);
+  if (tensor.is_cpu()) {
+    // 0-dim CPU scalars promote differently when they wrap a Python number.
+    key->Put(tensor.unsafeGetTensorImpl()->is_wrapped_number());
+    if (tensor.numel() == 1) {
+      key->PutBytes(tensor.const_data_ptr(), tensor.element_size());
+    }
+  }
+  if (keep_storage) {
+    key->Put(tensor.storage_offset());
+    key->Put(tensor.storage().nbytes());
+  }
+}
+
+bool PutValue(const c10::IValue& value, bool keep_storage, KeyWriter* key) {
+  if (value.isNone()) {
+    key->Put(Tag::kNone);
+  } else if (value.isTensor()) {
+    PutTensor(value.toTensor(), keep_storage, key);
+  } else if (value.isInt()) {
+    key->Put(Tag::kInt);
+    key->Put(value.toInt());
+  } else if (value.isSymInt()) {
+    key->Put(Tag::kInt);
+    key->Put(value.toSymInt().guard_int(__FILE__, __LINE__));
+  } else if (value.isDouble()) {
+    key->Put(Tag::kDouble);
+    key->Put(value.toDouble());
+  } else if (value.isBool()) {
+    key->Put(Tag::kBool);
+    key->Put(value.toBool());
+  } else if (value.isString()) {
+    key->Put(Tag::kString);
+    const std::string& text = value.toStringRef();
+    key->PutBytes(text.data(), text.size());
+  } else if (value.isComplexDouble()) {
+    key->Put(Tag::kComplex);
+    key->Put(value.toComplexDouble());
+  } else if (value.isDevice()) {
+    key->Put(Tag::kDevice);
+    key->Put(static_cast<int8_t>(value.toDevice().type()));
+    key->Put(value.toDevice().index());
+  } else if (value.isGenerator()) {
+    key->Put(Tag::kGenerator);  // never affects output metadata
+  } else if (value.isList()) {
+    const c10::List<c10::IValue> list = value.toList();
+    key->Put(Tag::kList);
+    key->Put(list.size());
+    for (const c10::IValue& element : list) {
+      if (!PutValue(element, keep_storage, key)) return false;
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+struct Cache {
+  absl::Mutex mutex;
+  absl::flat_hash_map<std::string, MetaResult> entries ABSL_GUARDED_BY(mutex);
+};
+
+Cache& GlobalCache() {
+  static auto* cache = new Cache();  // leaked: used until process exit
+  return *cache;
+}
+
+}  // namespace
+
+std::optional<std::string> MetaCacheKey(const c10::OperatorHandle& op,
+                                        c10::ArrayRef<c10::IValue> arguments,
+                                        bool keep_storage) {
+  KeyWriter key;
+  // The schema object lives as long as the operator registration.
+  key.Put(reinterpret_cast<uintptr_t>(&op.schema()));
+  key.Put(keep_storage);
+  for (const c10::IValue& argument : arguments) {
+    if (!PutValue(argument, keep_storage, &key)) return std::nullopt;
+  }
+  return key.Take();
+}
+
+std::optional<MetaResult> FindMetaResult(const std::string& key) {
+  Cache& cache = GlobalCache();
+  absl::ReaderMutexLock lock(&cache.mutex);
+  auto it = cache.entries.find(key);
+  if (it == cache.entries.end()) return std::nullopt;
+  return it->second;
+}
+
+void StoreMetaResult(std::string key, MetaResult result) {
+  Cache& cache = GlobalCache();
+  absl::MutexLock lock(&cache.mutex);
+  if (cache.entries.size() >= kMaxEntries) cache.entries.clear();
+  cache.entries.insert_or_assign(std::move(key), std::move(result));
+}
+
+}  // namespace openreg::torch_backend

@@ -1,0 +1,42 @@
+// Memoizes Meta-kernel results by argument metadata.
+//
+// In torch 2.13 most Meta kernels are Python functions
+// (torch/_meta_registrations.py shadows the C++ ones), so inferring one op's
+// output shapes costs 100-400 µs. Output metadata depends only on the
+// arguments' metadata and values, so a hit replaces the call; training loops
+// repeat the same shapes and hit almost always.
+#ifndef OPENREG_TORCH_BACKEND_KERNELS_META_CACHE_H_
+#define OPENREG_TORCH_BACKEND_KERNELS_META_CACHE_H_
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/ivalue.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace openreg::torch_backend {
+
+struct MetaResult {
+  // The Meta kernel could not run for these arguments (data-dependent
+  // shape, unsupported input): the op must run synchronously.
+  bool unavailable = false;
+  // Meta tensors carrying the outputs' sizes, strides, dtype and offset.
+  std::vector<c10::IValue> outputs;
+};
+
+// The cache key of a call, or nullopt when an argument kind is not
+// understood (such calls are not cached). `keep_storage` (view ops) makes
+// storage offsets and sizes part of the key.
+std::optional<std::string> MetaCacheKey(const c10::OperatorHandle& op,
+                                        c10::ArrayRef<c10::IValue> arguments,
+                                        bool keep_storage);
+
+// Thread-safe lookup/insert; bounded (cleared when it grows too large, as
+// happens with ever-changing shapes).
+std::optional<MetaResult> FindMetaResult(const std::string& key);
+void StoreMetaResult(std::string key, MetaResult result);
+
+}  // namespace openreg::torch_backend
+
+#endif  // OPENREG_TORCH_BACKEND_KERNELS_META_CACHE_H_
