@@ -10,8 +10,8 @@
 #include <ATen/core/jit_type.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/from_blob.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
@@ -127,8 +127,7 @@ class Launch {
   int ResultDevice() const;
 
   absl::Status CopyToOutputs(const torch::jit::Stack& stack);
-  // Synchronous launches only: gives the kernel resizable stand-ins for
-  // the out= arguments (client memory cannot grow), see FinishOutArguments.
+  // Gives the kernel growable stand-ins for the out= arguments.
   void ReplaceOutArguments(const c10::FunctionSchema& schema,
                            torch::jit::Stack* stack);
   // Copies stand-ins that kept their shape back into client memory.
@@ -145,8 +144,8 @@ class Launch {
   const std::string op_name_;
   // Synchronous results allocated so far; freed again if the launch fails.
   std::vector<uint64_t> result_addresses_;
-  // out= arguments of a synchronous launch: the client's tensor and the
-  // stand-in the kernel wrote (and maybe resized), by argument index.
+  // out= arguments: the client's tensor and the stand-in the kernel wrote
+  // (and maybe resized or moved), by argument index.
   struct OutArgument {
     at::Tensor client;
     at::Tensor stand_in;
@@ -607,17 +606,31 @@ absl::Status Launch::EncodeResult(const c10::IValue& value,
   return absl::OkStatus();
 }
 
+// Some out= kernels resize their output on the way (mse_loss.out with a
+// reduction first writes the elementwise loss into it) or get a wrongly
+// sized one, and client memory cannot grow. The kernel gets an alias of the
+// client's memory whose storage may grow: a resize beyond it moves the
+// data to daemon memory, and FinishOutArguments (or CopyToOutputs, for
+// asynchronous launches) copies it back or hands it to the client.
 void Launch::ReplaceOutArguments(const c10::FunctionSchema& schema,
-                                  torch::jit::Stack* stack) {
+                                 torch::jit::Stack* stack) {
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     if (!schema.arguments()[i].is_out() || !(*stack)[i].isTensor()) continue;
     const at::Tensor client = (*stack)[i].toTensor();
     if (!client.defined()) continue;
-    // A copy, not an empty tensor: an out= kernel may read what it does
-    // not overwrite (and resizing keeps the contents).
-    at::Tensor stand_in = at::empty_strided(client.sizes(), client.strides(),
-                                            client.options());
-    stand_in.copy_(client);
+    const c10::Storage& storage = client.storage();
+    // The alias keeps the client tensor, and so its pin, alive.
+    auto* keep_alive = new at::Tensor(client);
+    c10::DataPtr data(
+        storage.mutable_data(), keep_alive,
+        [](void* context) { delete static_cast<at::Tensor*>(context); },
+        c10::Device(c10::kCPU));
+    c10::Storage growable(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                          std::move(data), c10::GetCPUAllocator(),
+                          /*resizable=*/true);
+    at::Tensor stand_in = at::empty({0}, client.options())
+                              .set_(growable, client.storage_offset(),
+                                    client.sizes(), client.strides());
     (*stack)[i] = stand_in;
     out_arguments_.push_back({i, OutArgument{client, stand_in}});
   }
@@ -625,10 +638,15 @@ void Launch::ReplaceOutArguments(const c10::FunctionSchema& schema,
 
 void Launch::FinishOutArguments() {
   for (auto& [index, out] : out_arguments_) {
-    if (out.stand_in.sizes() == out.client.sizes()) {
+    const bool same_shape = out.stand_in.sizes() == out.client.sizes();
+    if (same_shape && out.stand_in.data_ptr() == out.client.data_ptr() &&
+        out.stand_in.strides() == out.client.strides()) {
+      out.stand_in = at::Tensor();  // written in place: nothing to reply
+    } else if (same_shape) {
       out.client.copy_(out.stand_in);
-      out.stand_in = at::Tensor();  // nothing to reply
+      out.stand_in = at::Tensor();
     }
+    // Otherwise the reply carries the stand-in for the client to adopt.
   }
 }
 
@@ -702,7 +720,7 @@ absl::Status Launch::Run(uint64_t sequence) {
                   absl::StrCat("output: ", valid.message()));
     }
   }
-  if (op_.synchronous()) ReplaceOutArguments(schema, &*stack);
+  ReplaceOutArguments(schema, &*stack);
   if (op_.has_default_generator()) {
     std::lock_guard<std::mutex> lock(g_default_generator_mutex);
     at::Generator cpu_default = at::detail::getDefaultCPUGenerator();

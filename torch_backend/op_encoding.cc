@@ -91,10 +91,10 @@ void EncodeArgument(const c10::IValue& value, proto::Argument* argument) {
     const c10::Device device = value.toDevice();
     const bool current =
         device.type() == c10::DeviceType::PrivateUse1 && !device.has_index();
-    argument->set_device(current ? c10::impl::getDeviceGuardImpl(device.type())
-                                       ->getDevice()
-                                       .index()
-                                 : device.index());
+    argument->set_device(
+        current
+            ? c10::impl::getDeviceGuardImpl(device.type())->getDevice().index()
+            : device.index());
   } else if (value.isGenerator()) {
     // Generator parameters are encoded by the launch (kernels/
     // remote_launch.cc), which knows the device whose default generator a

@@ -91,6 +91,31 @@ def test_caching_allocator_reuses_blocks_without_asking_the_daemon():
     del y, small
 
 
+def test_split_blocks_merge_back_so_empty_cache_returns_everything():
+    import gc
+    import random
+    gc.collect()  # tensors of earlier tests kept alive by reference cycles
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_allocated() == 0
+    rng = random.Random(7)
+    sizes = [rng.choice([100, 3000, 70_000, 900_000, 3_000_000, 12_000_000])
+             for _ in range(60)]
+    tensors = [torch.empty(size, dtype=torch.uint8, device="openreg")
+               for size in sizes]
+    addresses = {t.data_ptr() for t in tensors}
+    assert len(addresses) == len(tensors)  # no block handed out twice
+    reserved = torch.openreg.memory_reserved()
+    assert reserved >= sum(sizes)
+    rng.shuffle(tensors)
+    while tensors:
+        tensors.pop()
+    assert torch.openreg.memory_allocated() == 0
+    assert torch.openreg.memory_reserved() == reserved  # kept for reuse
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved() == 0  # every split merged back
+    assert torch.openreg.memory_stats()["segment.all.current"] == 0
+
+
 def test_peak_stats_and_reset():
     torch.openreg.reset_peak_memory_stats()
     base = torch.openreg.memory_allocated()

@@ -207,8 +207,8 @@ void CopyToHost(const at::Tensor& dst, const at::Tensor& src) {
       src.is_contiguous() && !src.is_conj() && !src.is_neg()
           ? src
           : src.resolve_conj().resolve_neg().contiguous();
-  const bool direct = dst.is_contiguous() && !dst.is_conj() &&
-                      !dst.is_neg() && dst.scalar_type() == src.scalar_type() &&
+  const bool direct = dst.is_contiguous() && !dst.is_conj() && !dst.is_neg() &&
+                      dst.scalar_type() == src.scalar_type() &&
                       dst.sizes() == src.sizes();
   at::Tensor host =
       direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
