@@ -24,6 +24,8 @@ python-deps:
 	@$(PYTHON) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(TORCH_VERSION)')" 2>/dev/null \
 	  || $(PYTHON) -m pip install -q "torch==$(TORCH_VERSION)"
 	@$(PYTHON) -c "import pytest" 2>/dev/null || $(PYTHON) -m pip install -q pytest
+	@# torch.testing._internal (the OpInfo conformance suite) imports expecttest.
+	@$(PYTHON) -c "import expecttest" 2>/dev/null || $(PYTHON) -m pip install -q expecttest
 
 build:
 	$(BAZEL) build //...
