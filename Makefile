@@ -20,12 +20,17 @@ apt-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
+# Test-only Python modules (module=package). torch.testing._internal, used by
+# the OpInfo conformance suite, imports numpy and expecttest.
+PYTHON_TEST_MODULES := pytest=pytest numpy=numpy expecttest=expecttest
+
 python-deps:
 	@$(PYTHON) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(TORCH_VERSION)')" 2>/dev/null \
 	  || $(PYTHON) -m pip install -q "torch==$(TORCH_VERSION)"
-	@$(PYTHON) -c "import pytest" 2>/dev/null || $(PYTHON) -m pip install -q pytest
-	@# torch.testing._internal (the OpInfo conformance suite) imports expecttest.
-	@$(PYTHON) -c "import expecttest" 2>/dev/null || $(PYTHON) -m pip install -q expecttest
+	@for entry in $(PYTHON_TEST_MODULES); do \
+	  $(PYTHON) -c "import $${entry%%=*}" 2>/dev/null \
+	    || $(PYTHON) -m pip install -q "$${entry#*=}"; \
+	done
 
 build:
 	$(BAZEL) build //...
