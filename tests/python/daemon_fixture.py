@@ -48,6 +48,17 @@ class Daemon(torch_openreg.testing.Daemon):
         return super().env(base=python_env(), **overrides)
 
 
+def module_daemon(**daemon_args):
+    """One private daemon for a whole test module:
+
+        DAEMON, setup_module, teardown_module = module_daemon(devices=2)
+
+    pytest calls the two functions around the module; the module's process
+    uses the daemon from its first device use on."""
+    daemon = Daemon(**daemon_args)
+    return daemon, lambda: daemon.start().use(), daemon.stop
+
+
 def run_python(code, env, timeout=120):
     """Runs `code` in a fresh interpreter; returns the CompletedProcess."""
     return subprocess.run([sys.executable, "-c", code], env=env,

@@ -1,27 +1,15 @@
 """Automatic mixed precision on openreg: torch.autocast("openreg") casts as
 CUDA does, and torch.amp.GradScaler("openreg") trains."""
 
-import os
 import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from daemon_fixture import Daemon
+from daemon_fixture import module_daemon
 
-DAEMON = None
-
-
-def setup_module():
-    global DAEMON
-    DAEMON = Daemon(devices=2).start()
-    os.environ["OPENREG_DAEMON_SOCKET"] = DAEMON.socket
-    os.environ["OPENREG_AUTOSPAWN"] = "0"
-
-
-def teardown_module():
-    DAEMON.stop()
+DAEMON, setup_module, teardown_module = module_daemon(devices=2)
 
 
 def test_device_module_amp_api():

@@ -5,18 +5,9 @@ import sys
 import pytest
 import torch
 
-from daemon_fixture import Daemon
+from daemon_fixture import module_daemon
 
-DAEMON = None
-
-
-def setup_module():
-    global DAEMON
-    DAEMON = Daemon(devices=2).start().use()
-
-
-def teardown_module():
-    DAEMON.stop()
+DAEMON, setup_module, teardown_module = module_daemon(devices=2)
 
 
 def pair(*shape, device="openreg", requires_grad=True):

@@ -6,21 +6,10 @@ import sys
 import pytest
 import torch
 
-from daemon_fixture import Daemon, read_rss_bytes
+from daemon_fixture import module_daemon, read_rss_bytes
 
 GIB = 1024**3
-DAEMON = None
-
-
-def setup_module():
-    global DAEMON
-    DAEMON = Daemon(devices=2, memory_per_device="2GiB").start()
-    os.environ["OPENREG_DAEMON_SOCKET"] = DAEMON.socket
-    os.environ["OPENREG_AUTOSPAWN"] = "0"
-
-
-def teardown_module():
-    DAEMON.stop()
+DAEMON, setup_module, teardown_module = module_daemon(devices=2, memory_per_device="2GiB")
 
 
 def test_one_gib_on_device_grows_daemon_memory_not_client_memory():

@@ -3,27 +3,15 @@ the client as (seed, offset), so results are reproducible per seed whatever
 the daemon's state (also across a daemon restart)."""
 
 import inspect
-import os
 import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from daemon_fixture import Daemon, run_python
+from daemon_fixture import Daemon, module_daemon, run_python
 
-DAEMON = None
-
-
-def setup_module():
-    global DAEMON
-    DAEMON = Daemon(devices=2).start()
-    os.environ["OPENREG_DAEMON_SOCKET"] = DAEMON.socket
-    os.environ["OPENREG_AUTOSPAWN"] = "0"
-
-
-def teardown_module():
-    DAEMON.stop()
+DAEMON, setup_module, teardown_module = module_daemon(devices=2)
 
 
 def draws(device="openreg:0"):

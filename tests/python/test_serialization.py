@@ -2,26 +2,14 @@
 (location tags "openreg:N"), and the generated tensor/module/storage API."""
 
 import io
-import os
 import sys
 
 import pytest
 import torch
 
-from daemon_fixture import Daemon, run_python
+from daemon_fixture import Daemon, module_daemon, run_python
 
-DAEMON = None
-
-
-def setup_module():
-    global DAEMON
-    DAEMON = Daemon(devices=2).start()
-    os.environ["OPENREG_DAEMON_SOCKET"] = DAEMON.socket
-    os.environ["OPENREG_AUTOSPAWN"] = "0"
-
-
-def teardown_module():
-    DAEMON.stop()
+DAEMON, setup_module, teardown_module = module_daemon(devices=2)
 
 
 def round_trip(obj, **load_kwargs):

@@ -1,27 +1,14 @@
 """Tensors on openreg:0 and openreg:1 computed by the daemon, compared with
 CPU results. One daemon (2 devices) serves the whole module."""
 
-import os
 import sys
 
 import pytest
 import torch
 
-from daemon_fixture import Daemon
+from daemon_fixture import module_daemon
 
-DAEMON = None
-
-
-def setup_module():
-    global DAEMON
-    DAEMON = Daemon(devices=2).start()
-    # Read at the first device use, which comes after this point.
-    os.environ["OPENREG_DAEMON_SOCKET"] = DAEMON.socket
-    os.environ["OPENREG_AUTOSPAWN"] = "0"
-
-
-def teardown_module():
-    DAEMON.stop()
+DAEMON, setup_module, teardown_module = module_daemon(devices=2)
 
 
 def test_device_registered_and_counted():

@@ -7,18 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from daemon_fixture import Daemon
+from daemon_fixture import module_daemon
 
-DAEMON = None
-
-
-def setup_module():
-    global DAEMON
-    DAEMON = Daemon(devices=1, memory_per_device="4GiB").start().use()
-
-
-def teardown_module():
-    DAEMON.stop()
+DAEMON, setup_module, teardown_module = module_daemon(devices=1, memory_per_device="4GiB")
 
 
 class SmallCnn(nn.Module):

@@ -25,14 +25,11 @@ __all__ = [
 
 
 def _index(device):
-    if device is None:
-        return _C._current_device()
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    if device.type != "openreg":
-        raise ValueError(f"expected an openreg device, got {device}")
-    return _C._current_device() if device.index is None else device.index
+    # The package's one device-argument rule (torch_openreg.openreg._index);
+    # looked up at call time because this module is imported by it.
+    from torch_openreg import openreg
+
+    return openreg._index(device)
 
 
 def memory_stats(device=None):
