@@ -2,6 +2,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "data_plane/device_address.h"
 #include "device_daemon/byte_size.h"
 #include "device_daemon/socket_path.h"
@@ -21,6 +22,10 @@ ABSL_FLAG(int64_t, idle_exit_seconds, 0,
 ABSL_FLAG(std::string, log_level, "warning",
           "error, warning, info (adds attach/detach) or debug (adds "
           "per-command failures).");
+ABSL_FLAG(openreg::KernelLibrariesFlag, kernel_library, {},
+          "A shared library to dlopen at startup, before serving; its "
+          "TORCH_LIBRARY / TORCH_LIBRARY_IMPL(ns, CPU, m) registrations "
+          "become kernels the daemon runs for openreg tensors. Repeatable.");
 
 namespace openreg {
 
@@ -41,6 +46,24 @@ bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
 
 std::string AbslUnparseFlag(const ByteSizeFlag& flag) {
   return absl::StrCat(flag.bytes);
+}
+
+bool AbslParseFlag(absl::string_view text, KernelLibrariesFlag* flag,
+                   std::string* /*error*/) {
+  // Abseil parses the (empty) default's string form too: no library.
+  if (text.empty()) {
+    flag->paths.clear();
+    return true;
+  }
+  // Leaked on purpose: trivially destructible statics only (style guide).
+  static auto* occurrences = new std::vector<std::string>();
+  occurrences->emplace_back(text);
+  flag->paths = *occurrences;
+  return true;
+}
+
+std::string AbslUnparseFlag(const KernelLibrariesFlag& flag) {
+  return absl::StrJoin(flag.paths, ",");
 }
 
 absl::StatusOr<DaemonConfig> ConfigFromFlags() {
@@ -78,6 +101,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
         absl::StrCat("--log_level: ", level.status().message()));
   }
   config.log_level = *level;
+  config.kernel_libraries = absl::GetFlag(FLAGS_kernel_library).paths;
   return config;
 }
 

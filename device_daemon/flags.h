@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
@@ -22,10 +23,22 @@ bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
                    std::string* error);
 std::string AbslUnparseFlag(const ByteSizeFlag& flag);
 
+// --kernel_library, which may be given several times: Abseil parses every
+// occurrence into a fresh value, so each parse appends to a process-wide
+// list and the flag's value is that list (in command-line order).
+struct KernelLibrariesFlag {
+  std::vector<std::string> paths;
+};
+bool AbslParseFlag(absl::string_view text, KernelLibrariesFlag* flag,
+                   std::string* error);
+std::string AbslUnparseFlag(const KernelLibrariesFlag& flag);
+
 // Checks the parsed flags and returns the daemon's options and log level.
 struct DaemonConfig {
   DaemonOptions options;
   LogLevel log_level = LogLevel::kWarning;
+  // Shared libraries with extra CPU kernels, loaded before serving.
+  std::vector<std::string> kernel_libraries;
 };
 absl::StatusOr<DaemonConfig> ConfigFromFlags();
 
@@ -36,5 +49,6 @@ ABSL_DECLARE_FLAG(openreg::ByteSizeFlag, memory_per_device);
 ABSL_DECLARE_FLAG(std::string, socket);
 ABSL_DECLARE_FLAG(int64_t, idle_exit_seconds);
 ABSL_DECLARE_FLAG(std::string, log_level);
+ABSL_DECLARE_FLAG(openreg::KernelLibrariesFlag, kernel_library);
 
 #endif  // OPENREG_DEVICE_DAEMON_FLAGS_H_

@@ -10,16 +10,19 @@
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "device_daemon/daemon.h"
 #include "device_daemon/flags.h"
+#include "device_daemon/kernel_libraries.h"
 #include "device_daemon/log.h"
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves emulated PyTorch devices to torch_openreg clients.\n"
       "Usage: openreg-daemon [--devices=N] [--memory_per_device=2GiB] "
-      "[--socket=PATH] [--idle_exit_seconds=S] [--log_level=LEVEL]");
+      "[--socket=PATH] [--idle_exit_seconds=S] [--log_level=LEVEL] "
+      "[--kernel_library=PATH ...]");
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<openreg::DaemonConfig> config = openreg::ConfigFromFlags();
   if (!config.ok()) {
@@ -28,6 +31,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   openreg::SetLogLevel(config->log_level);
+  // Before any socket exists: a client never sees a daemon that lacks the
+  // kernels it was started with, and a bad library is a startup error.
+  if (absl::Status loaded =
+          openreg::LoadKernelLibraries(config->kernel_libraries);
+      !loaded.ok()) {
+    std::fprintf(stderr, "openreg-daemon: %s\n",
+                 std::string(loaded.message()).c_str());
+    return 2;
+  }
 
   // Signals are taken synchronously from a signalfd: they are blocked
   // before any thread starts, so every thread inherits the mask and no

@@ -8,6 +8,7 @@
 
 #include "data_plane/device_address.h"
 #include "openreg/runtime.h"
+#include "torch_backend/device_allocator.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -227,10 +228,11 @@ void DeviceGuardImpl::synchronizeDevice(
   OPENREG_CHECK(DeviceSynchronize());
 }
 
-void DeviceGuardImpl::recordDataPtrOnStream(
-    const c10::DataPtr& /*data_ptr*/, const c10::Stream& /*stream*/) const {
-  // Frees are fenced against every stream of the session (see runtime
-  // Free), so no per-stream bookkeeping is needed yet.
+void DeviceGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr,
+                                            const c10::Stream& stream) const {
+  // The caching allocator reuses blocks per stream: a block used on another
+  // stream must not be reused before that stream passes the free point.
+  GetDeviceAllocator().recordStream(data_ptr, stream);
 }
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, DeviceGuardImpl);

@@ -12,6 +12,8 @@
 #include "openreg/runtime.h"
 #include "torch_backend/generator.h"
 #include "torch_backend/device_allocator.h"
+#include "torch_backend/kernels/blocked_ops.h"
+#include "torch_backend/kernels/fast_path_ops.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -128,6 +130,11 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("fraction"), py::arg("device"));
   m.def("_daemon_stats", &DaemonStats);
+  // Extension points (docs/EXTENDING.md).
+  m.def("_block_op", &BlockOp, py::arg("name"));
+  m.def("_unblock_op", &UnblockOp, py::arg("name"));
+  m.def("_blocked_ops", &BlockedOps);
+  m.def("_fast_path_launch_count", &FastPathLaunchCount);
   // The default generators live in this process, so neither needs the
   // daemon: seeding works before (and without) connecting.
   m.attr("_max_devices") = kMaxDevices;

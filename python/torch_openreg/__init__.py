@@ -10,7 +10,7 @@ socket), spawning one unless OPENREG_AUTOSPAWN=0.
 import os
 import warnings
 
-__all__ = ["daemon_binary"]
+__all__ = ["block_op", "blocked_ops", "daemon_binary", "unblock_op"]
 __version__ = "0.1.0"
 
 _loaded = False
@@ -22,6 +22,28 @@ def daemon_binary():
         "OPENREG_DAEMON_BINARY",
         os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin",
                      "openreg-daemon"))
+
+
+def block_op(name):
+    """Makes `name` ("aten::add" for every overload, "aten::add.Tensor" for
+    one) raise NotImplementedError "... is not implemented for openreg"
+    instead of running on the device. $OPENREG_BLOCKED_OPS (comma-separated)
+    is read at the first check. Ops with an explicit openreg kernel (tensor
+    creation, copies, views) are never blocked."""
+    from torch_openreg import _C
+    _C._block_op(name)
+
+
+def unblock_op(name):
+    """Removes `name` from the block list; returns whether it was on it."""
+    from torch_openreg import _C
+    return _C._unblock_op(name)
+
+
+def blocked_ops():
+    """The blocked operator names, sorted."""
+    from torch_openreg import _C
+    return _C._blocked_ops()
 
 
 def _load():

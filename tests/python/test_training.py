@@ -39,6 +39,17 @@ class LstmClassifier(nn.Module):
         return self.head(out[:, -1])
 
 
+class GruClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(8, 16, num_layers=2, batch_first=True)
+        self.head = nn.Linear(16, 10)
+
+    def forward(self, x):
+        out, _ = self.gru(x)
+        return self.head(out[:, -1])
+
+
 class TransformerBlock(nn.Module):
     def __init__(self):
         super().__init__()
@@ -139,12 +150,48 @@ def test_cnn_dropout_trains_on_device():
     assert losses[-1] < 0.7 * losses[0]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: ATen sends PrivateUse1 "
-                   "LSTMs to _thnn_fused_lstm_cell, which has no CPU kernel "
-                   "for the daemon to run yet")
+# ATen runs PrivateUse1 LSTM/GRU cells through the CUDA-only fused ops
+# (_thnn_fused_lstm_cell, _thnn_fused_gru_cell and their backwards); the
+# daemon's built-in kernels (device_daemon/builtin_kernels.cc) run them.
 def test_lstm():
     assert_same_training(LstmClassifier, *DATA["seq"],
                          lambda p: torch.optim.Adam(p, lr=1e-2))
+
+
+def test_gru():
+    assert_same_training(GruClassifier, *DATA["seq"],
+                         lambda p: torch.optim.Adam(p, lr=1e-2))
+
+
+@pytest.mark.parametrize("cell_type", [nn.LSTMCell, nn.GRUCell])
+@pytest.mark.parametrize("bias", [True, False])
+def test_rnn_cell_forward_and_backward_match_cpu(cell_type, bias):
+    torch.manual_seed(0)
+    cpu_cell = cell_type(5, 7, bias=bias)
+    dev_cell = copy.deepcopy(cpu_cell).to("openreg")
+    inputs = torch.randn(3, 5)
+    state = torch.randn(3, 7)
+    results = []
+    for cell, device in ((cpu_cell, "cpu"), (dev_cell, "openreg")):
+        x = inputs.to(device, copy=True).requires_grad_()
+        h = state.to(device, copy=True).requires_grad_()
+        if cell_type is nn.LSTMCell:
+            c = state.flip(0).to(device).requires_grad_()
+            # Only hy feeds the loss: the backward gets no grad_cy.
+            hy, _ = cell(x, (h, c))
+            leaves = [x, h, c]
+        else:
+            hy = cell(x, h)
+            leaves = [x, h]
+        (hy * torch.arange(7.0, device=device)).sum().backward()
+        grads = [leaf.grad.cpu() for leaf in leaves]
+        grads += [p.grad.cpu() for p in cell.parameters()]
+        results.append((hy.detach().cpu(), grads))
+    (cpu_hy, cpu_grads), (dev_hy, dev_grads) = results
+    torch.testing.assert_close(dev_hy, cpu_hy)
+    assert len(dev_grads) == len(cpu_grads)
+    for dev_grad, cpu_grad in zip(dev_grads, cpu_grads):
+        torch.testing.assert_close(dev_grad, cpu_grad)
 
 
 def test_transformer_block_with_sdpa():

@@ -7,6 +7,8 @@
 // their metadata comes from the Meta kernel. Otherwise (data-dependent
 // shapes, non-tensor results, Meta kernel missing or failing) the op runs
 // synchronously and the daemon returns the outputs it allocated.
+#include "torch_backend/kernels/remote_fallback.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "torch_backend/hooks.h"
+#include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/meta_cache.h"
 #include "torch_backend/kernels/remote_launch.h"
 #include "torch_backend/op_encoding.h"
@@ -242,8 +245,15 @@ at::Tensor PlanTensor(const c10::AliasInfo* alias, const at::Tensor& meta,
   return MakeView(aliased_element, meta);
 }
 
+}  // namespace
+
 void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
+  // Before anything else: a blocked op must not touch the device at all.
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      !IsOpBlocked(op.operator_name()), "\"", op.operator_name(),
+      "\" is not implemented for openreg (it is on the block list: "
+      "OPENREG_BLOCKED_OPS / torch_openreg.block_op())");
   const size_t num_arguments = schema.arguments().size();
   const c10::ArrayRef<c10::IValue> arguments =
       torch::jit::last(*stack, num_arguments);
@@ -310,7 +320,15 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         source = AliasedArgument(schema, *alias);
       }
       if (!source) {
-        results.push_back(DecodeResult(reply.results(i)));
+        c10::IValue result = DecodeResult(reply.results(i));
+        // A kernel may return an undefined tensor for a `Tensor` return
+        // (e.g. a bias gradient without bias); the daemon sends it as none,
+        // and a non-optional Tensor return must be unboxed as a Tensor.
+        if (result.isNone() && schema.returns()[i].real_type()->kind() ==
+                                   c10::TypeKind::TensorType) {
+          result = at::Tensor();
+        }
+        results.push_back(std::move(result));
         continue;
       }
       // In place / out=: the daemon wrote through the argument's memory,
@@ -331,8 +349,6 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (c10::IValue& result : results)
     torch::jit::push(*stack, std::move(result));
 }
-
-}  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());

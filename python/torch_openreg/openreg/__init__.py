@@ -42,6 +42,14 @@ __all__ = [
     # Automatic mixed precision (amp/).
     "amp",
     "get_amp_supported_dtype",
+    # Streams and events (streams.py).
+    "Event",
+    "Stream",
+    "StreamContext",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "stream",
 ]
 
 
@@ -173,4 +181,13 @@ from torch_openreg.openreg.random import (  # noqa: E402
     seed_all,
     set_rng_state,
     set_rng_state_all,
+)
+from torch_openreg.openreg.streams import (  # noqa: E402
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
 )

@@ -1,0 +1,263 @@
+"""Streams and events of torch.openreg, shaped like torch.cuda's.
+
+`Stream` subclasses PyTorch's generic `torch.Stream` and `Event` wraps a
+`torch.Event`; both reach openreg's `DeviceGuardImpl`
+(torch_backend/device_guard.cc) through the PrivateUse1 key: a stream is a
+runtime stream slot (one daemon worker thread), device d's default stream is
+slot d, and an event is a runtime event whose record, query and wait become
+commands on the stream's ring. Current streams are per thread and per
+device, as on CUDA.
+"""
+
+import torch
+
+__all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "stream",
+]
+
+# c10::DeviceType::PrivateUse1, as torch.Stream(stream_id=...) expects it.
+_PRIVATEUSE1 = 20
+
+
+def _device_index(device):
+    # Imported here: the package __init__ imports this module.
+    from torch_openreg.openreg import _index
+    return _index(device)
+
+
+def _check_openreg(stream):
+    if stream.device.type != "openreg":
+        raise ValueError(f"expected an openreg stream, got {stream}")
+
+
+class Stream(torch.Stream):
+    """An openreg stream: an in-order queue of device work, independent of
+    the device's other streams. Use it as a context manager (or with
+    :func:`stream`) to enqueue the block's ops on it.
+
+    Args:
+        device (torch.device, str or int, optional): the stream's device;
+            the current device when None.
+        priority (int, optional): lower is higher priority (recorded; all
+            streams are scheduled alike for now).
+    """
+
+    def __new__(cls, device=None, priority=0, **kwargs):
+        if "stream_id" in kwargs:
+            stream = super().__new__(cls, priority=priority, **kwargs)
+        else:
+            index = _device_index(device)
+            stream = super().__new__(cls, device=torch.device("openreg", index),
+                                     priority=priority)
+        stream._priority = priority
+        return stream
+
+    @property
+    def priority(self):
+        """The priority this stream was created with (0 for streams obtained
+        from an id, such as current and default streams)."""
+        return self._priority
+
+    def wait_event(self, event):
+        """Makes all future work on this stream wait for `event`; returns
+        at once."""
+        event.wait(self)
+
+    def wait_stream(self, stream):
+        """Makes all future work on this stream wait for the work queued on
+        `stream` so far; returns at once."""
+        self.wait_event(stream.record_event())
+
+    def record_event(self, event=None):
+        """Records `event` (a new :class:`Event` when None) on this stream
+        and returns it."""
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
+
+    def query(self):
+        """True when all work queued on this stream has finished."""
+        return super().query()
+
+    def synchronize(self):
+        """Waits for all work queued on this stream. Errors of its kernels
+        are raised here."""
+        super().synchronize()
+
+    def __eq__(self, other):
+        if isinstance(other, torch.Stream):
+            return super().__eq__(other)
+        return False
+
+    def __hash__(self):
+        return hash((self.stream_id, self.device))
+
+    def __repr__(self):
+        return (f"<torch.openreg.Stream device={self.device} "
+                f"stream_id={self.stream_id}>")
+
+
+def _as_stream(stream):
+    """A :class:`Stream` view of a generic openreg torch.Stream."""
+    if stream is None or isinstance(stream, Stream):
+        return stream
+    _check_openreg(stream)
+    return Stream(stream_id=stream.stream_id, device_index=stream.device_index,
+                  device_type=stream.device_type)
+
+
+class Event:
+    """An openreg event: a marker in a stream, used to wait for the work
+    before it, to order streams, and to time device work.
+
+    It wraps a generic ``torch.Event`` (available as :attr:`torch_event`),
+    created on its first :meth:`record` on the recording stream's device.
+    (It does not subclass ``torch.Event``: in torch 2.13
+    ``torch.Event.elapsed_time`` accepts only exact ``torch.Event`` objects.)
+
+    Args:
+        enable_timing (bool): record device timestamps, needed for
+            :meth:`elapsed_time` (default False).
+        blocking (bool): accepted for CUDA compatibility; waits always
+            block the calling thread.
+    """
+
+    def __init__(self, enable_timing=False, blocking=False,
+                 interprocess=False):
+        if interprocess:
+            raise NotImplementedError(
+                "openreg: interprocess events are not supported")
+        self.enable_timing = enable_timing
+        self.blocking = blocking
+        self.torch_event = torch.Event(device="openreg",
+                                       enable_timing=enable_timing,
+                                       blocking=blocking)
+        self._recorded = False
+
+    @property
+    def device(self):
+        """The device of the stream that recorded the event (``openreg``
+        without an index before the first record)."""
+        return self.torch_event.device
+
+    def record(self, stream=None):
+        """Records the event on `stream` (default: the current stream). All
+        records of one event must be on the same device, as on CUDA."""
+        if stream is None:
+            stream = current_stream()
+        _check_openreg(stream)
+        if self._recorded and stream.device != self.device:
+            raise RuntimeError(
+                f"Event device {self.device} does not match recording "
+                f"stream's device {stream.device}.")
+        self.torch_event.record(stream)
+        self._recorded = True
+
+    def wait(self, stream=None):
+        """Makes future work on `stream` (default: the current stream) wait
+        for this event; returns at once. Streams of any device may wait."""
+        if stream is None:
+            stream = current_stream()
+        _check_openreg(stream)
+        self.torch_event.wait(stream)
+
+    def query(self):
+        """True when the work captured by the event has finished (and when
+        the event was never recorded)."""
+        return self.torch_event.query()
+
+    def synchronize(self):
+        """Waits for the work captured by the event."""
+        self.torch_event.synchronize()
+
+    def elapsed_time(self, end_event):
+        """Milliseconds between this event and `end_event`. Both must be
+        created with ``enable_timing=True``, recorded on the same device,
+        and `end_event` must have completed."""
+        end = getattr(end_event, "torch_event", end_event)
+        if not (self.enable_timing
+                and getattr(end_event, "enable_timing", True)):
+            raise RuntimeError("Both events must be created with argument "
+                               "'enable_timing=True'.")
+        if not (self._recorded and getattr(end_event, "_recorded", True)):
+            raise RuntimeError("Both events must be recorded before "
+                               "calculating elapsed time.")
+        if self.device != end.device:
+            raise RuntimeError(
+                "Both events must be recorded on the same device, got "
+                f"{self.device} and {end.device}.")
+        return self.torch_event.elapsed_time(end)
+
+    def __repr__(self):
+        state = "recorded" if self._recorded else "uninitialized"
+        return f"<torch.openreg.Event {state} device={self.device}>"
+
+
+def current_stream(device=None):
+    """The current :class:`Stream` of this thread on `device` (default: the
+    current device); the device's default stream unless one was set."""
+    index = _device_index(device)
+    return _as_stream(torch._C._accelerator_getStream(index))
+
+
+def default_stream(device=None):
+    """The default :class:`Stream` of `device` (default: the current
+    device): the stream ops use when no other one is set."""
+    index = _device_index(device)
+    # Runtime stream slot d is device d's default stream.
+    return Stream(stream_id=index, device_index=index,
+                  device_type=_PRIVATEUSE1)
+
+
+def set_stream(stream):
+    """Makes `stream` the current stream of its device for this thread, and
+    its device the current device (like torch.cuda.set_stream). No-op for
+    None. Prefer the :func:`stream` context manager."""
+    if stream is None:
+        return
+    _check_openreg(stream)
+    torch._C._accelerator_setStream(stream)
+
+
+class StreamContext:
+    """Context manager that makes `stream` current (and its device, inside
+    the block) and restores the previous streams and device on exit. A
+    no-op for None.
+
+    Args:
+        stream (Stream or torch.Stream, optional): the selected stream.
+    """
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.src_prev_stream = None
+        self.dst_prev_stream = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return
+        _check_openreg(self.stream)
+        self.src_prev_stream = current_stream()
+        if self.src_prev_stream.device != self.stream.device:
+            self.dst_prev_stream = current_stream(self.stream.device)
+        set_stream(self.stream)
+
+    def __exit__(self, *exc):
+        if self.stream is None:
+            return False
+        if self.dst_prev_stream is not None:
+            set_stream(self.dst_prev_stream)
+        set_stream(self.src_prev_stream)  # also restores the device
+        return False
+
+
+def stream(stream):
+    """Context manager selecting `stream` (a :class:`StreamContext`)."""
+    return StreamContext(stream)

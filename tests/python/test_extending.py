@@ -1,0 +1,262 @@
+"""The extension paths of docs/EXTENDING.md, one worked example each:
+a custom op whose kernel runs in the daemon (examples/extension), a daemon
+kernel library that fails to load, a per-op fast path (aten::relu), the
+block list, and a DispatchStub registration (_fused_sdp_choice_stub)."""
+
+import os
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import torch_openreg
+from torch_openreg import _C
+from daemon_fixture import Daemon, run_python
+
+EXTENSION = os.path.join(os.environ.get("TEST_SRCDIR", os.getcwd()),
+                         "openreg", "examples", "extension", "libopenreg_ext.so")
+if not os.path.exists(EXTENSION):  # run from the runfiles root
+    EXTENSION = os.path.abspath("examples/extension/libopenreg_ext.so")
+
+DAEMON = None
+
+
+def setup_module():
+    global DAEMON
+    # The daemon loads the extension's CPU kernels before it serves.
+    DAEMON = Daemon(devices=1, extra_args=[f"--kernel_library={EXTENSION}"])
+    DAEMON.start().use()
+    # The client loads the same library: schema, Meta kernel, autograd.
+    torch.ops.load_library(EXTENSION)
+
+
+def teardown_module():
+    DAEMON.stop()
+
+
+def kernels_executed():
+    torch.openreg.synchronize()
+    return torch.openreg.daemon_stats()["devices"][0]["kernels_executed"]
+
+
+# --- Custom operator (examples/extension/scaled_gelu.cc) -------------------
+
+def test_custom_op_runs_in_the_daemon_and_matches_cpu():
+    x = torch.randn(4, 33)
+    before = kernels_executed()
+    y = torch.ops.openreg_ext.scaled_gelu(x.to("openreg"), 1.5)
+    assert kernels_executed() == before + 1
+    assert y.device.type == "openreg" and y.shape == x.shape
+    torch.testing.assert_close(y.cpu(), torch.ops.openreg_ext.scaled_gelu(x, 1.5))
+    torch.testing.assert_close(y.cpu(), 1.5 * F.gelu(x))
+
+
+def test_custom_op_gradient_matches_cpu():
+    x = torch.randn(5, 7)
+    weights = torch.randn(5, 7)
+    x_cpu = x.clone().requires_grad_()
+    (F.gelu(x_cpu) * 0.75 * weights).sum().backward()
+    x_dev = x.to("openreg").requires_grad_()
+    before = kernels_executed()
+    y = torch.ops.openreg_ext.scaled_gelu(x_dev, 0.75)
+    (y * weights.to("openreg")).sum().backward()
+    assert y.grad_fn is not None
+    torch.testing.assert_close(x_dev.grad.cpu(), x_cpu.grad)
+    # Forward and backward ops both ran in the daemon (plus mul, sum, the
+    # ones_like seed and the gradient's mul in between).
+    assert kernels_executed() >= before + 2
+
+
+def test_custom_op_needs_the_daemon_library():
+    # A daemon started without --kernel_library does not know the op: the
+    # kernel the client used above was really the daemon's.
+    code = f"""
+import torch
+torch.ops.load_library({EXTENSION!r})
+y = torch.ops.openreg_ext.scaled_gelu(torch.ones(3, device="openreg"), 2.0)
+try:
+    y.cpu()
+except Exception as error:  # reported at the synchronizing call
+    print("ERROR:", error)
+"""
+    with Daemon(devices=1) as plain:
+        result = run_python(code, plain.env())
+    assert result.returncode == 0, result.stderr
+    assert "unknown operator openreg_ext::scaled_gelu" in result.stdout
+
+
+def test_kernel_library_load_failure_is_a_startup_error():
+    missing = "/nonexistent/openreg/libmissing.so"
+    daemon = Daemon(devices=1, extra_args=[f"--kernel_library={missing}"])
+    try:
+        with pytest.raises(RuntimeError) as failure:
+            daemon.start()
+        message = str(failure.value)
+        assert f"cannot load --kernel_library={missing}" in message
+        assert "cannot open shared object file" in message  # dlerror()
+    finally:
+        daemon.stop()
+
+
+def test_kernel_library_flag_is_repeatable():
+    # Both occurrences are kept and loaded in order: the first loads, the
+    # second is the one reported.
+    missing = "/nonexistent/openreg/libsecond.so"
+    daemon = Daemon(devices=1, extra_args=[f"--kernel_library={EXTENSION}",
+                                           f"--kernel_library={missing}"])
+    try:
+        with pytest.raises(RuntimeError,
+                           match=f"cannot load --kernel_library={missing}"):
+            daemon.start()
+    finally:
+        daemon.stop()
+
+
+# --- Per-op override (torch_backend/kernels/fast_path_ops.cc) --------------
+
+def test_relu_fast_path_is_used_and_matches_cpu():
+    x = torch.randn(6, 10)
+    before = _C._fast_path_launch_count()
+    y = torch.relu(x.to("openreg"))
+    assert _C._fast_path_launch_count() == before + 1
+    torch.testing.assert_close(y.cpu(), torch.relu(x))
+    # A dense but transposed input keeps its layout, as on CPU.
+    transposed = torch.relu(x.to("openreg").t())
+    assert transposed.stride() == torch.relu(x.t()).stride()
+    torch.testing.assert_close(transposed.cpu(), torch.relu(x.t()))
+    assert _C._fast_path_launch_count() == before + 2
+
+
+def test_relu_fast_path_hands_other_cases_to_the_fallback():
+    x = torch.randn(6, 10)
+    before = _C._fast_path_launch_count()
+    sliced = torch.relu(x.to("openreg")[:, ::3])  # not dense
+    torch.testing.assert_close(sliced.cpu(), torch.relu(x[:, ::3]))
+    ints = torch.relu(torch.arange(-3, 3, device="openreg"))
+    assert _C._fast_path_launch_count() == before + 1  # ints only
+    assert ints.cpu().tolist() == [0, 0, 0, 0, 1, 2]
+    with pytest.raises(RuntimeError, match="Boolean inputs not supported"):
+        torch.relu(torch.ones(3, dtype=torch.bool, device="openreg")).cpu()
+
+
+def test_relu_fast_path_gradient():
+    x = torch.randn(8)
+    x_dev = x.to("openreg").requires_grad_()
+    torch.relu(x_dev).sum().backward()
+    torch.testing.assert_close(x_dev.grad.cpu(), (x > 0).float())
+
+
+# --- Block list (torch_backend/kernels/blocked_ops.cc) --------------------
+
+def test_blocked_op_raises_not_implemented():
+    x = torch.arange(4.0, device="openreg")
+    torch_openreg.block_op("aten::cumsum")
+    try:
+        assert "aten::cumsum" in torch_openreg.blocked_ops()
+        # Structured ops reach openreg as their out= overload; a name
+        # without overload blocks them all.
+        with pytest.raises(NotImplementedError,
+                           match='"aten::cumsum.out" is not implemented for '
+                                 'openreg'):
+            torch.cumsum(x, 0)
+    finally:
+        assert torch_openreg.unblock_op("aten::cumsum")
+    assert torch.cumsum(x, 0).cpu().tolist() == [0.0, 1.0, 3.0, 6.0]
+    assert not torch_openreg.unblock_op("aten::cumsum")
+
+
+def test_blocking_one_overload_leaves_the_others():
+    x = torch.arange(3.0, device="openreg")
+    torch_openreg.block_op("aten::pow.Tensor_Scalar_out")
+    try:
+        with pytest.raises(NotImplementedError,
+                           match='"aten::pow.Tensor_Scalar_out" is not '
+                                 'implemented'):
+            torch.pow(x, 2)
+        assert torch.pow(x, x).cpu().tolist() == [1.0, 1.0, 4.0]
+    finally:
+        torch_openreg.unblock_op("aten::pow.Tensor_Scalar_out")
+
+
+def test_blocking_applies_to_the_relu_fast_path_too():
+    torch_openreg.block_op("aten::relu")
+    try:
+        with pytest.raises(NotImplementedError, match="not implemented for openreg"):
+            torch.relu(torch.ones(3, device="openreg"))
+    finally:
+        torch_openreg.unblock_op("aten::relu")
+
+
+def test_block_op_rejects_malformed_names():
+    with pytest.raises(ValueError, match="expected an operator name"):
+        torch_openreg.block_op("cumsum")
+    assert "cumsum" not in torch_openreg.blocked_ops()
+
+
+def test_blocked_ops_from_the_environment():
+    code = """
+import torch
+try:
+    torch.cumsum(torch.ones(2, device="openreg"), 0)
+except NotImplementedError as error:
+    print("ERROR:", error)
+print("SUM", torch.ones(2, device="openreg").sum().item())
+"""
+    result = run_python(code, DAEMON.env(
+        OPENREG_BLOCKED_OPS=" aten::cumsum, bogus ,aten::nonexistent_op"))
+    assert result.returncode == 0, result.stderr
+    assert '"aten::cumsum.out" is not implemented for openreg' in result.stdout
+    assert "SUM 2.0" in result.stdout
+
+
+# --- DispatchStub (torch_backend/kernels/sdp_choice.cc) --------------------
+
+class OpRecorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def sdpa_inputs(device):
+    torch.manual_seed(0)
+    return [torch.randn(2, 3, 9, 8).to(device).requires_grad_()
+            for _ in range(3)]
+
+
+FLASH_FOR_CPU = "aten._scaled_dot_product_flash_attention_for_cpu.default"
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_sdpa_uses_the_fused_kernel_chosen_by_the_dispatch_stub(is_causal):
+    cpu_inputs = sdpa_inputs("cpu")
+    dev_inputs = sdpa_inputs("openreg")
+    expected = F.scaled_dot_product_attention(*cpu_inputs, is_causal=is_causal)
+    expected.sum().backward()
+    with OpRecorder() as recorder:
+        out = F.scaled_dot_product_attention(*dev_inputs, is_causal=is_causal)
+    assert FLASH_FOR_CPU in recorder.ops
+    assert "aten.bmm.default" not in recorder.ops  # not the math path
+    out.sum().backward()
+    torch.testing.assert_close(out.cpu(), expected)
+    for dev, cpu in zip(dev_inputs, cpu_inputs):
+        torch.testing.assert_close(dev.grad.cpu(), cpu.grad)
+
+
+def test_sdpa_math_backend_still_selectable():
+    with sdpa_kernel(SDPBackend.MATH), OpRecorder() as recorder:
+        out = F.scaled_dot_product_attention(*sdpa_inputs("openreg"))
+    assert FLASH_FOR_CPU not in recorder.ops
+    with sdpa_kernel(SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(*sdpa_inputs("cpu"))
+    torch.testing.assert_close(out.detach().cpu(), expected.detach())
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))

@@ -1,0 +1,18 @@
+// The boxed fallback that sends an op to the daemon (remote_fallback.cc).
+// Explicit kernels call it for the cases they do not handle themselves.
+#ifndef OPENREG_TORCH_BACKEND_KERNELS_REMOTE_FALLBACK_H_
+#define OPENREG_TORCH_BACKEND_KERNELS_REMOTE_FALLBACK_H_
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace openreg::torch_backend {
+
+// Runs `op` on the openreg device: Meta kernel + asynchronous launch when
+// possible, else a synchronous launch. Consumes the op's arguments from
+// `stack` and pushes its results, like any boxed kernel.
+void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+
+}  // namespace openreg::torch_backend
+
+#endif  // OPENREG_TORCH_BACKEND_KERNELS_REMOTE_FALLBACK_H_
