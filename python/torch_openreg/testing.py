@@ -25,19 +25,30 @@ class Daemon:
     """One openreg-daemon process on a private socket."""
 
     def __init__(self, devices=2, memory_per_device="2GiB", extra_args=()):
-        self.folder = tempfile.mkdtemp(prefix="openreg-test-", dir="/tmp")
-        self.socket = os.path.join(self.folder, "daemon.sock")
-        self.log_path = os.path.join(self.folder, "daemon.log")
-        self.args = [daemon_binary(), f"--socket={self.socket}",
-                     f"--devices={devices}",
-                     f"--memory_per_device={memory_per_device}", *extra_args]
+        self.flags = [f"--devices={devices}",
+                      f"--memory_per_device={memory_per_device}", *extra_args]
+        # Created by start(): an unstarted Daemon leaves nothing behind.
+        self.folder = None
         self.process = None
+
+    @property
+    def socket(self):
+        return os.path.join(self.folder, "daemon.sock")
+
+    @property
+    def log_path(self):
+        return os.path.join(self.folder, "daemon.log")
+
+    @property
+    def args(self):
+        return [daemon_binary(), f"--socket={self.socket}", *self.flags]
 
     @property
     def pid(self):
         return self.process.pid
 
     def start(self, timeout=30):
+        self.folder = tempfile.mkdtemp(prefix="openreg-test-", dir="/tmp")
         with open(self.log_path, "w") as log:
             self.process = subprocess.Popen(self.args, stdout=log, stderr=log,
                                             stdin=subprocess.DEVNULL)
@@ -48,11 +59,15 @@ class Daemon:
                    for suffix in ("", ".attach")):
                 return self
             if self.process.poll() is not None:
-                raise RuntimeError(f"openreg-daemon exited early:\n{self.log()}")
+                break
             time.sleep(0.05)
+        exited = self.process.poll() is not None
+        log = self.log()
         self.stop()
-        raise RuntimeError("openreg-daemon did not start within "
-                           f"{timeout} s:\n{self.log()}")
+        if exited:
+            raise RuntimeError(f"openreg-daemon exited early:\n{log}")
+        raise RuntimeError(
+            f"openreg-daemon did not start within {timeout} s:\n{log}")
 
     def use(self):
         """Points this process at the daemon (before its first device use)
@@ -73,6 +88,8 @@ class Daemon:
         return env
 
     def log(self):
+        if self.folder is None:
+            return ""
         try:
             with open(self.log_path) as f:
                 return f.read()
@@ -97,7 +114,8 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=30)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self):
         return self.start()
