@@ -5,6 +5,7 @@ import torch
 
 from torch_openreg import _C
 
+# The submodules' names (memory, random, streams, amp) are added at the end.
 __all__ = [
     "current_device",
     "daemon_stats",
@@ -17,39 +18,6 @@ __all__ = [
     "is_initialized",
     "set_device",
     "synchronize",
-    # Memory (memory.py).
-    "empty_cache",
-    "max_memory_allocated",
-    "max_memory_reserved",
-    "mem_get_info",
-    "memory_allocated",
-    "memory_reserved",
-    "memory_stats",
-    "reset_accumulated_memory_stats",
-    "reset_peak_memory_stats",
-    "set_per_process_memory_fraction",
-    # Random number generation (random.py).
-    "default_generators",
-    "get_rng_state",
-    "get_rng_state_all",
-    "initial_seed",
-    "manual_seed",
-    "manual_seed_all",
-    "seed",
-    "seed_all",
-    "set_rng_state",
-    "set_rng_state_all",
-    # Automatic mixed precision (amp/).
-    "amp",
-    "get_amp_supported_dtype",
-    # Streams and events (streams.py).
-    "Event",
-    "Stream",
-    "StreamContext",
-    "current_stream",
-    "default_stream",
-    "set_stream",
-    "stream",
 ]
 
 
@@ -155,39 +123,13 @@ def _is_in_bad_fork():
     return False
 
 
-# Imported last: both submodules use the helpers above.
+# Imported last: the submodules use the helpers above.
 from torch_openreg.openreg import amp  # noqa: E402
+from torch_openreg.openreg import memory, random, streams  # noqa: E402
 from torch_openreg.openreg.amp import get_amp_supported_dtype  # noqa: E402
-from torch_openreg.openreg.memory import (  # noqa: E402
-    empty_cache,
-    max_memory_allocated,
-    max_memory_reserved,
-    mem_get_info,
-    memory_allocated,
-    memory_reserved,
-    memory_stats,
-    reset_accumulated_memory_stats,
-    reset_peak_memory_stats,
-    set_per_process_memory_fraction,
-)
-from torch_openreg.openreg.random import (  # noqa: E402
-    default_generators,
-    get_rng_state,
-    get_rng_state_all,
-    initial_seed,
-    manual_seed,
-    manual_seed_all,
-    seed,
-    seed_all,
-    set_rng_state,
-    set_rng_state_all,
-)
-from torch_openreg.openreg.streams import (  # noqa: E402
-    Event,
-    Stream,
-    StreamContext,
-    current_stream,
-    default_stream,
-    set_stream,
-    stream,
-)
+from torch_openreg.openreg.memory import *  # noqa: E402,F401,F403
+from torch_openreg.openreg.random import *  # noqa: E402,F401,F403
+from torch_openreg.openreg.streams import *  # noqa: E402,F401,F403
+
+__all__ += ["amp", "get_amp_supported_dtype"]
+__all__ += memory.__all__ + random.__all__ + streams.__all__
