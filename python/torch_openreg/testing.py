@@ -18,7 +18,19 @@ import time
 
 from torch_openreg import daemon_binary
 
-__all__ = ["Daemon"]
+__all__ = ["Daemon", "child_env"]
+
+
+def child_env(base=None, **overrides):
+    """A copy of `base` (default: os.environ) with overrides applied; a value
+    of None removes the variable."""
+    env = dict(os.environ if base is None else base)
+    for key, value in overrides.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = str(value)
+    return env
 
 
 class Daemon:
@@ -78,14 +90,8 @@ class Daemon:
 
     def env(self, base=None, **overrides):
         """An environment for child processes that use this daemon."""
-        env = dict(os.environ if base is None else base)
-        env.update(OPENREG_DAEMON_SOCKET=self.socket, OPENREG_AUTOSPAWN="0")
-        for key, value in overrides.items():
-            if value is None:
-                env.pop(key, None)
-            else:
-                env[key] = str(value)
-        return env
+        return child_env(base, **{"OPENREG_DAEMON_SOCKET": self.socket,
+                                   "OPENREG_AUTOSPAWN": "0", **overrides})
 
     def log(self):
         if self.folder is None:

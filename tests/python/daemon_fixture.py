@@ -15,14 +15,9 @@ import torch_openreg.testing
 def python_env(**overrides):
     """Environment for child Python processes: same sys.path (so they find
     the same torch_openreg), plus overrides (None removes a variable)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    for key, value in overrides.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = str(value)
-    return env
+    return torch_openreg.testing.child_env(
+        **{"PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+           **overrides})
 
 
 @contextlib.contextmanager
