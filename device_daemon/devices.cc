@@ -1,12 +1,20 @@
 #include "device_daemon/devices.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "absl/strings/str_cat.h"
 #include "data_plane/device_address.h"
 
 namespace openreg {
 
+int DefaultMultiprocessorCount() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 absl::StatusOr<std::unique_ptr<Devices>> Devices::Create(
-    int count, uint64_t memory_per_device) {
+    int count, uint64_t memory_per_device, int multiprocessors) {
+  if (multiprocessors <= 0) multiprocessors = DefaultMultiprocessorCount();
   if (count < 1 || count > kMaxDevices) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device count must be between 1 and ", kMaxDevices, ", got ", count));
@@ -19,6 +27,7 @@ absl::StatusOr<std::unique_ptr<Devices>> Devices::Create(
     devices->memory_per_device_ = (*arena)->capacity();
     devices->arenas_.push_back(*std::move(arena));
     devices->counters_.push_back(std::make_unique<DeviceCounters>());
+    devices->gates_.push_back(std::make_unique<ExecutionGate>(multiprocessors));
   }
   return devices;
 }

@@ -1,5 +1,6 @@
-// The emulated devices: one memory arena and a few activity counters per
-// device. Created once at startup and shared by every session.
+// The emulated devices: one memory arena, one execution gate (kernel
+// admission by stream priority) and a few activity counters per device.
+// Created once at startup and shared by every session.
 #ifndef OPENREG_DEVICE_DAEMON_DEVICES_H_
 #define OPENREG_DEVICE_DAEMON_DEVICES_H_
 
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "device_daemon/arena_allocator.h"
+#include "device_daemon/execution_gate.h"
 
 namespace openreg {
 
@@ -19,10 +21,15 @@ struct DeviceCounters {
   std::atomic<uint64_t> kernel_failures{0};
 };
 
+// The multiprocessor count a device reports: the host's hardware threads.
+int DefaultMultiprocessorCount();
+
 class Devices {
  public:
+  // `multiprocessors` execution slots per device (kernels running at once
+  // on it); 0 means DefaultMultiprocessorCount().
   static absl::StatusOr<std::unique_ptr<Devices>> Create(
-      int count, uint64_t memory_per_device);
+      int count, uint64_t memory_per_device, int multiprocessors = 0);
 
   int count() const { return static_cast<int>(arenas_.size()); }
   uint64_t memory_per_device() const { return memory_per_device_; }
@@ -31,6 +38,7 @@ class Devices {
   // Only for IsValid(device).
   ArenaAllocator& arena(int device) const { return *arenas_[device]; }
   DeviceCounters& counters(int device) const { return *counters_[device]; }
+  ExecutionGate& gate(int device) const { return *gates_[device]; }
 
  private:
   Devices() = default;
@@ -38,6 +46,7 @@ class Devices {
   uint64_t memory_per_device_ = 0;
   std::vector<std::unique_ptr<ArenaAllocator>> arenas_;
   std::vector<std::unique_ptr<DeviceCounters>> counters_;
+  std::vector<std::unique_ptr<ExecutionGate>> gates_;
 };
 
 }  // namespace openreg

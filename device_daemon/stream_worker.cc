@@ -9,6 +9,7 @@
 #include "data_plane/command_ring.h"
 #include "device_daemon/command_executor.h"
 #include "device_daemon/errors.h"
+#include "device_daemon/execution_gate.h"
 #include "device_daemon/log.h"
 #include "device_daemon/session.h"
 #include "protos/commands.pb.h"
@@ -45,6 +46,8 @@ StreamWorker::StreamWorker(Session* session, uint32_t slot, int device,
       device_(device),
       executor_(executor),
       slot_(session->stream_slot(slot)),
+      priority_(ClampStreamPriority(slot_->priority)),
+      gate_(&session->devices().gate(device)),
       thread_([this] { Run(); }) {}
 
 StreamWorker::~StreamWorker() {
@@ -54,8 +57,10 @@ StreamWorker::~StreamWorker() {
 
 void StreamWorker::RequestStop() {
   stop_.store(true, std::memory_order_release);
-  // Wakes the thread if it sleeps on the ring or on another stream.
+  // Wakes the thread if it sleeps on the ring, on another stream or in the
+  // device's gate.
   slot_->ring.tail.WakeAll();
+  gate_->Wake();
 }
 
 void StreamWorker::RequestDrainAndStop() {
@@ -111,7 +116,15 @@ void StreamWorker::Run() {
                           ": commands were lost or reordered")));
       break;
     }
-    const absl::Status status = executor_->Execute(context, command);
+    absl::Status status;
+    {
+      // Only kernels compete for the device's execution slots.
+      ExecutionSlot execution(
+          command.body_case() == proto::Command::kLaunch ? gate_ : nullptr,
+          priority_, &stop_);
+      if (!execution.ok()) break;  // stopped while waiting for a slot
+      status = executor_->Execute(context, command);
+    }
     session_->CountCommand();
     if (!status.ok()) {
       Log(LogLevel::kDebug, "session ", session_->id(), " stream ", slot_index_,

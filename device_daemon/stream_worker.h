@@ -3,7 +3,8 @@
 // and publishes each one's completion. Errors go to the stream's error
 // record; a ring the client corrupted (or a gap in sequence numbers) faults
 // the stream, which then stops reading. Nothing a client writes can make it
-// crash or spin.
+// crash or spin. Kernels wait for a slot of the device's ExecutionGate at
+// the stream's priority; other commands run as soon as they are read.
 #ifndef OPENREG_DEVICE_DAEMON_STREAM_WORKER_H_
 #define OPENREG_DEVICE_DAEMON_STREAM_WORKER_H_
 
@@ -19,6 +20,7 @@
 namespace openreg {
 
 class CommandExecutor;
+class ExecutionGate;
 class Session;
 
 // Stores the stream's first unreported error: the text fields first, then
@@ -30,6 +32,8 @@ void RecordStreamError(StreamSlot* slot, uint64_t sequence,
 class StreamWorker {
  public:
   // Starts the thread. `session` and `executor` must outlive the worker.
+  // The stream's priority is read from its slot (set by the session before
+  // the worker starts) and clamped to the supported range.
   StreamWorker(Session* session, uint32_t slot, int device,
                CommandExecutor* executor);
   StreamWorker(const StreamWorker&) = delete;
@@ -46,6 +50,7 @@ class StreamWorker {
 
   // The thread's loop has ended (stopped or faulted).
   bool finished() const { return finished_.load(std::memory_order_acquire); }
+  int priority() const { return priority_; }
 
  private:
   void Run();
@@ -56,6 +61,8 @@ class StreamWorker {
   const int device_;
   CommandExecutor* const executor_;
   StreamSlot* const slot_;
+  const int priority_;
+  ExecutionGate* const gate_;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> drain_{false};

@@ -2,9 +2,11 @@
 // session with threads, driven through its rings like a client would.
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "device_daemon/command_executor.h"
 #include "device_daemon/devices.h"
 #include "device_daemon/errors.h"
+#include "device_daemon/execution_gate.h"
 #include "device_daemon/op_runner.h"
 #include "device_daemon/session.h"
 #include "gtest/gtest.h"
@@ -757,6 +760,125 @@ TEST_F(StreamExecutionTest, StatsCountCommandsPerSession) {
   EXPECT_EQ(stats.streams, 2u);
   EXPECT_EQ(stats.allocated_bytes, 16u);
   EXPECT_EQ(devices_->counters(0).kernels_executed.load(), 1u);
+}
+
+// ---- Execution gate and stream priorities ---------------------------------
+
+// Polls `done` (a state another thread reaches) for up to 30 s.
+template <typename Predicate>
+bool Eventually(Predicate done) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!done()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return true;
+}
+
+TEST(ExecutionGateTest, PrioritiesAreClampedToTheCudaRange) {
+  EXPECT_EQ(ClampStreamPriority(5), 0);
+  EXPECT_EQ(ClampStreamPriority(0), 0);
+  EXPECT_EQ(ClampStreamPriority(-2), -2);
+  EXPECT_EQ(ClampStreamPriority(-100), kGreatestStreamPriority);
+}
+
+TEST(ExecutionGateTest, AdmitsByPriorityThenArrival) {
+  ExecutionGate gate(1);
+  const std::atomic<bool> never{false};
+  ASSERT_TRUE(gate.Acquire(0, &never));  // the slot is busy
+  absl::Mutex mutex;
+  std::vector<std::string> order;
+  std::vector<std::thread> threads;
+  // Arrival order: low A, low B, high C, highest D.
+  const std::vector<std::pair<std::string, int>> arrivals = {
+      {"low A", 0}, {"low B", 0}, {"high C", -1}, {"highest D", -3}};
+  for (const auto& [name, priority] : arrivals) {
+    const int arrived = gate.waiting();
+    threads.emplace_back([&, name = name, priority = priority] {
+      ExecutionSlot slot(&gate, priority, &never);
+      absl::MutexLock lock(&mutex);
+      order.push_back(name);
+    });
+    ASSERT_TRUE(Eventually([&] { return gate.waiting() == arrived + 1; }));
+  }
+  gate.Release();
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"highest D", "high C", "low A",
+                                             "low B"}));
+  EXPECT_EQ(gate.admitted(), 5u);
+}
+
+TEST(ExecutionGateTest, SlotsRunConcurrentlyAndStopEndsAWait) {
+  ExecutionGate gate(2);
+  const std::atomic<bool> never{false};
+  ASSERT_TRUE(gate.Acquire(0, &never));
+  ASSERT_TRUE(gate.Acquire(0, &never));  // two slots: no wait
+  std::atomic<bool> stop{false};
+  std::atomic<bool> acquired{true};
+  std::thread waiter([&] { acquired = gate.Acquire(-1, &stop); });
+  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 1; }));
+  stop = true;
+  gate.Wake();
+  waiter.join();
+  EXPECT_FALSE(acquired);
+  EXPECT_EQ(gate.waiting(), 0);
+  gate.Release();
+  gate.Release();
+}
+
+// With every execution slot of device 0 taken, a kernel submitted later on
+// a high-priority stream runs before one already waiting on a low-priority
+// stream. The two kernels do not commute (x + 1 vs x * 2), so the result
+// shows their order.
+TEST_F(StreamExecutionTest, HighPriorityKernelsAreAdmittedFirst) {
+  const uint64_t x = Alloc(16), ones = Alloc(16), twos = Alloc(16);
+  Upload(x, std::vector<float>{1, 2, 3, 4});
+  Upload(ones, std::vector<float>{1, 1, 1, 1});
+  Upload(twos, std::vector<float>{2, 2, 2, 2});
+  const uint32_t low_slot = *session_->CreateStream(0, 0);
+  const uint32_t high_slot = *session_->CreateStream(0, -1);
+  auto low = Driver(low_slot);
+  auto high = Driver(high_slot);
+  ExecutionGate& gate = devices_->gate(0);
+  const std::atomic<bool> never{false};
+  for (int i = 0; i < gate.slots(); ++i) ASSERT_TRUE(gate.Acquire(0, &never));
+  const uint64_t low_done = low->Submit(LaunchCommand(
+      "aten::add_", "Tensor",
+      {TensorArg(TensorAt(x, {4})), TensorArg(TensorAt(ones, {4}))},
+      {TensorAt(x, {4})}));
+  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 1; }));
+  // Copies and memsets need no slot: they pass the full gate.
+  EXPECT_EQ(high->Run(MemsetCommand(Alloc(16), 0, 16)), std::nullopt);
+  const uint64_t high_done = high->Submit(LaunchCommand(
+      "aten::mul_", "Tensor",
+      {TensorArg(TensorAt(x, {4})), TensorArg(TensorAt(twos, {4}))},
+      {TensorAt(x, {4})}));
+  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 2; }));
+  EXPECT_LT(low->slot()->completed.Load(), low_done);
+  gate.Release();  // one free slot: both kernels run in it, one by one
+  ASSERT_TRUE(high->WaitFor(high_done));
+  ASSERT_TRUE(low->WaitFor(low_done));
+  for (int i = 1; i < gate.slots(); ++i) gate.Release();
+  EXPECT_EQ(low->TakeError(), std::nullopt);
+  EXPECT_EQ(high->TakeError(), std::nullopt);
+  EXPECT_EQ(Download<float>(x, 4), (std::vector<float>{3, 5, 7, 9}));
+}
+
+// A stream stopped while its kernel waits for a slot does not hang the
+// session's close.
+TEST_F(StreamExecutionTest, CloseStopsAStreamWaitingForASlot) {
+  const uint64_t a = Alloc(16);
+  const uint32_t slot = *session_->CreateStream(0, 0);
+  auto stream = Driver(slot);
+  ExecutionGate& gate = devices_->gate(0);
+  const std::atomic<bool> never{false};
+  for (int i = 0; i < gate.slots(); ++i) ASSERT_TRUE(gate.Acquire(0, &never));
+  stream->Submit(LaunchCommand("aten::neg_", "", {TensorArg(TensorAt(a, {4}))},
+                               {TensorAt(a, {4})}));
+  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 1; }));
+  session_->Close();
+  EXPECT_EQ(gate.waiting(), 0);
+  for (int i = 0; i < gate.slots(); ++i) gate.Release();
 }
 
 }  // namespace
