@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -106,26 +107,51 @@ absl::Status CommandExecutor::Execute(const StreamContext& context,
 
 absl::Status CommandExecutor::CopyHostToDevice(
     const StreamContext& context, const proto::CopyHostToDevice& copy) {
-  absl::StatusOr<char*> source =
-      StagingRange(*context.session, copy.staging_offset(), copy.size());
-  if (!source.ok()) return source.status();
+  const Session& session = *context.session;
+  // The host side: a pinned region the client registered, or staging.
+  PinnedHostRange pinned_source;
+  const char* source = nullptr;
+  if (copy.has_host()) {
+    absl::StatusOr<PinnedHostRange> range = session.PinHostRange(
+        copy.host().region(), copy.host().offset(), copy.size());
+    if (!range.ok()) return range.status();
+    pinned_source = *std::move(range);
+    source = pinned_source.data;
+  } else {
+    absl::StatusOr<char*> staged =
+        StagingRange(session, copy.staging_offset(), copy.size());
+    if (!staged.ok()) return staged.status();
+    source = *staged;
+  }
   absl::StatusOr<PinnedRange> destination =
-      context.session->PinRange(copy.dst(), copy.size());
+      session.PinRange(copy.dst(), copy.size());
   if (!destination.ok()) return destination.status();
-  if (copy.size() != 0) std::memcpy(destination->data, *source, copy.size());
+  if (copy.size() != 0) std::memcpy(destination->data, source, copy.size());
   devices_->counters(context.device).copies_executed.fetch_add(1);
   return absl::OkStatus();
 }
 
 absl::Status CommandExecutor::CopyDeviceToHost(
     const StreamContext& context, const proto::CopyDeviceToHost& copy) {
+  const Session& session = *context.session;
   absl::StatusOr<PinnedRange> source =
-      context.session->PinRange(copy.src(), copy.size());
+      session.PinRange(copy.src(), copy.size());
   if (!source.ok()) return source.status();
-  absl::StatusOr<char*> destination =
-      StagingRange(*context.session, copy.staging_offset(), copy.size());
-  if (!destination.ok()) return destination.status();
-  if (copy.size() != 0) std::memcpy(*destination, source->data, copy.size());
+  PinnedHostRange pinned_destination;
+  char* destination = nullptr;
+  if (copy.has_host()) {
+    absl::StatusOr<PinnedHostRange> range = session.PinHostRange(
+        copy.host().region(), copy.host().offset(), copy.size());
+    if (!range.ok()) return range.status();
+    pinned_destination = *std::move(range);
+    destination = pinned_destination.data;
+  } else {
+    absl::StatusOr<char*> staged =
+        StagingRange(session, copy.staging_offset(), copy.size());
+    if (!staged.ok()) return staged.status();
+    destination = *staged;
+  }
+  if (copy.size() != 0) std::memcpy(destination, source->data, copy.size());
   devices_->counters(context.device).copies_executed.fetch_add(1);
   return absl::OkStatus();
 }

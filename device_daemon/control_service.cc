@@ -125,6 +125,30 @@ grpc::Status ControlService::Free(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
+grpc::Status ControlService::RegisterHostRegion(
+    grpc::ServerContext*, const proto::RegisterHostRegionRequest* request,
+    proto::RegisterHostRegionReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<uint32_t> region = session.RegisterHostRegion(
+                    request->client_fd(), request->size());
+                if (!region.ok()) return region.status();
+                reply->set_region(*region);
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::UnregisterHostRegion(
+    grpc::ServerContext*, const proto::UnregisterHostRegionRequest* request,
+    proto::UnregisterHostRegionReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) {
+                return session.UnregisterHostRegion(request->region());
+              });
+  return grpc::Status::OK;
+}
+
 grpc::Status ControlService::CreateStream(
     grpc::ServerContext*, const proto::CreateStreamRequest* request,
     proto::CreateStreamReply* reply) {

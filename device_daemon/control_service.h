@@ -55,6 +55,14 @@ class ControlService final : public proto::DeviceDaemon::Service {
   grpc::Status GetStats(grpc::ServerContext* context,
                         const proto::GetStatsRequest* request,
                         proto::GetStatsReply* reply) override;
+  grpc::Status RegisterHostRegion(
+      grpc::ServerContext* context,
+      const proto::RegisterHostRegionRequest* request,
+      proto::RegisterHostRegionReply* reply) override;
+  grpc::Status UnregisterHostRegion(
+      grpc::ServerContext* context,
+      const proto::UnregisterHostRegionRequest* request,
+      proto::UnregisterHostRegionReply* reply) override;
 
  private:
   Devices* const devices_;

@@ -370,6 +370,73 @@ bool Session::IsEventLive(uint32_t slot) const {
 
 // ---- Lifetime ----------------------------------------------------------
 
+absl::StatusOr<uint32_t> Session::RegisterHostRegion(int client_fd,
+                                                     uint64_t size) {
+  {
+    absl::ReaderMutexLock lock(&mutex_);
+    if (absl::Status open = CheckOpen(); !open.ok()) return open;
+    if (table_.host_regions.size() >= kMaxHostRegionsPerSession) {
+      return MakeError(
+          proto::RESOURCE_EXHAUSTED,
+          absl::StrCat("the session already has ", kMaxHostRegionsPerSession,
+                       " pinned host regions; free some (HostFree)"));
+    }
+  }
+  // Opened and mapped outside the lock: mmap of a large region is slow.
+  absl::StatusOr<std::shared_ptr<HostRegion>> region =
+      HostRegion::Open(identity_.peer.pid, client_fd, size, identity_.peer.uid);
+  if (!region.ok()) return region.status();
+  absl::MutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  // Ids are not reused soon, so a stale id is reported as unknown.
+  uint32_t id = next_host_region_;
+  while (id == 0 || table_.host_regions.count(id) != 0) ++id;
+  next_host_region_ = id + 1;
+  table_.host_regions.emplace(id, *std::move(region));
+  return id;
+}
+
+absl::Status Session::UnregisterHostRegion(uint32_t region) {
+  std::shared_ptr<HostRegion> released;
+  absl::MutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  auto it = table_.host_regions.find(region);
+  if (it == table_.host_regions.end()) {
+    return InvalidHandleError(absl::StrCat(
+        "host region ", region, " is not registered in this session"));
+  }
+  released = std::move(it->second);
+  table_.host_regions.erase(it);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PinnedHostRange> Session::PinHostRange(uint32_t region,
+                                                      uint64_t offset,
+                                                      uint64_t bytes) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  auto it = table_.host_regions.find(region);
+  if (it == table_.host_regions.end()) {
+    return InvalidHandleError(absl::StrCat(
+        "host region ", region,
+        " is not registered in this session (freed, or never allocated "
+        "with HostAlloc)"));
+  }
+  const uint64_t size = it->second->size();
+  if (offset > size || bytes > size - offset) {
+    return InvalidValueError(absl::StrCat(
+        "host range [", offset, ", ", offset, " + ", bytes,
+        ") is outside host region ", region, " of ", size, " bytes"));
+  }
+  if (bytes == 0) return PinnedHostRange{};
+  return PinnedHostRange{it->second, it->second->data() + offset};
+}
+
+size_t Session::host_region_count() const {
+  absl::ReaderMutexLock lock(&mutex_);
+  return table_.host_regions.size();
+}
+
 void Session::Close() {
   std::vector<std::shared_ptr<StreamWorker>> workers;
   ResourceTable released;

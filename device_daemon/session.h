@@ -30,6 +30,7 @@
 #include "data_plane/unix_socket.h"
 #include "device_daemon/device_buffer.h"
 #include "device_daemon/devices.h"
+#include "device_daemon/host_region.h"
 #include "device_daemon/tensor_extent.h"
 #include "protos/commands.pb.h"
 
@@ -51,6 +52,16 @@ struct PinnedRange {
   std::shared_ptr<DeviceBuffer> buffer;  // null for an empty range
   char* data = nullptr;                  // first byte of the range
 };
+
+// Bytes of a pinned host region a command may use, kept mapped for as long
+// as this object exists even if the region is unregistered meanwhile.
+struct PinnedHostRange {
+  std::shared_ptr<HostRegion> region;  // null for an empty range
+  char* data = nullptr;
+};
+
+// Most host regions one session may register at a time.
+inline constexpr size_t kMaxHostRegionsPerSession = 4096;
 
 struct SessionStatsSnapshot {
   uint64_t id = 0;
@@ -109,6 +120,18 @@ class Session {
                                         TensorExtent* extent = nullptr) const;
   uint64_t allocated_bytes() const;
 
+  // ---- Pinned host regions --------------------------------------------
+  // Maps the client's memfd `client_fd` (see host_region.h); returns the
+  // region id (never 0) copy commands use.
+  absl::StatusOr<uint32_t> RegisterHostRegion(int client_fd, uint64_t size);
+  // Forgets the region; commands already holding it finish first.
+  absl::Status UnregisterHostRegion(uint32_t region);
+  // OK when [offset, offset + bytes) lies inside registered `region`. An
+  // empty range is always valid.
+  absl::StatusOr<PinnedHostRange> PinHostRange(uint32_t region, uint64_t offset,
+                                               uint64_t bytes) const;
+  size_t host_region_count() const;
+
   // ---- Streams ---------------------------------------------------------
   // Takes a free slot >= device_count, resets it and starts its worker.
   absl::StatusOr<uint32_t> CreateStream(int device, int priority);
@@ -155,9 +178,10 @@ class Session {
   };
   // Everything the session owns.
   struct ResourceTable {
-    std::map<uint64_t, AllocationEntry> allocations;  // by address
-    std::map<uint32_t, StreamEntry> streams;          // by slot
-    std::map<uint32_t, EventEntry> events;            // by slot
+    std::map<uint64_t, AllocationEntry> allocations;               // by address
+    std::map<uint32_t, StreamEntry> streams;                       // by slot
+    std::map<uint32_t, EventEntry> events;                         // by slot
+    std::map<uint32_t, std::shared_ptr<HostRegion>> host_regions;  // by id
   };
 
   Session(SessionIdentity identity, Devices* devices, CommandExecutor* executor,
@@ -192,6 +216,7 @@ class Session {
   bool closed_ ABSL_GUARDED_BY(mutex_) = false;
   ResourceTable table_ ABSL_GUARDED_BY(mutex_);
   uint64_t allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint32_t next_host_region_ ABSL_GUARDED_BY(mutex_) = 1;
   // Recently freed addresses, to tell a double free from a wild pointer.
   std::set<uint64_t> recently_freed_ ABSL_GUARDED_BY(mutex_);
   std::deque<uint64_t> recently_freed_order_ ABSL_GUARDED_BY(mutex_);

@@ -1,7 +1,9 @@
 // Copies and memset (runtime.h). Host data never travels over the control
-// plane: host-to-device copies are staged in the session's shared staging
-// area chunk by chunk, device-to-host copies land in chunks the client then
-// copies out, device-to-device copies are a single command.
+// plane. A pinned host side (HostAlloc) is named to the daemon as (region,
+// offset) and copied in one command, directly, without waiting. Pageable
+// host-to-device copies are staged in the session's shared staging area
+// chunk by chunk, device-to-host copies land in chunks the client then
+// copies out; device-to-device copies are a single command.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include "data_plane/device_address.h"
 #include "openreg/runtime.h"
 #include "runtime_client/client.h"
+#include "runtime_client/host_regions.h"
 #include "runtime_client/thread_state.h"
 
 namespace openreg {
@@ -216,6 +219,26 @@ class DeviceToHostCopy {
   size_t in_flight_count_ = 0;
 };
 
+// One command between device memory and a pinned host region; the daemon
+// reads or writes the region when the stream reaches it.
+absl::Status CopyPinned(Session& session, StreamContext& stream,
+                        const HostRegionEntry& region, const char* host,
+                        uint64_t device, size_t count, bool to_device) {
+  proto::Command command;
+  proto::HostRange* range = to_device ? command.mutable_h2d()->mutable_host()
+                                      : command.mutable_d2h()->mutable_host();
+  range->set_region(region.region);
+  range->set_offset(static_cast<uint64_t>(host - region.base));
+  if (to_device) {
+    command.mutable_h2d()->set_dst(device);
+    command.mutable_h2d()->set_size(count);
+  } else {
+    command.mutable_d2h()->set_src(device);
+    command.mutable_d2h()->set_size(count);
+  }
+  return session.SubmitCommand(stream, &command).status();
+}
+
 absl::Status CopyDeviceToDevice(Session& session, StreamContext& stream,
                                 uint64_t dst, uint64_t src, size_t count) {
   proto::Command command;
@@ -233,13 +256,28 @@ absl::Status EnqueueCopy(Session& session, StreamContext& stream, void* dst,
     case MemcpyKind::kHostToHost:
       std::memmove(dst, src, count);
       return absl::OkStatus();
-    case MemcpyKind::kHostToDevice:
+    case MemcpyKind::kHostToDevice: {
+      const std::optional<HostRegionEntry> pinned =
+          HostRegions::Get().FindInSession(session, src, count);
+      if (pinned.has_value()) {
+        return CopyPinned(session, stream, *pinned,
+                          static_cast<const char*>(src), AddressOf(dst), count,
+                          /*to_device=*/true);
+      }
       return CopyHostToDevice(session, stream, AddressOf(dst),
                               static_cast<const char*>(src), count);
-    case MemcpyKind::kDeviceToHost:
+    }
+    case MemcpyKind::kDeviceToHost: {
+      const std::optional<HostRegionEntry> pinned =
+          HostRegions::Get().FindInSession(session, dst, count);
+      if (pinned.has_value()) {
+        return CopyPinned(session, stream, *pinned, static_cast<char*>(dst),
+                          AddressOf(src), count, /*to_device=*/false);
+      }
       return DeviceToHostCopy(session, stream, static_cast<char*>(dst),
                               AddressOf(src), count)
           .Run();
+    }
     case MemcpyKind::kDeviceToDevice:
       return CopyDeviceToDevice(session, stream, AddressOf(dst), AddressOf(src),
                                 count);

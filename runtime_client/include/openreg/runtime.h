@@ -102,13 +102,46 @@ inline constexpr StreamId kDefaultStream = 0xffffffffu;
 
 // Synchronous: returns when the copy is complete.
 Error Memcpy(void* dst, const void* src, size_t count, MemcpyKind kind);
-// Ordered on `stream`. Host-to-device returns once the source has been
-// staged (the host buffer may be reused). Device-to-host from pageable
-// memory waits for the copy, as CUDA does.
+// Ordered on `stream`. With a pinned host side (memory from HostAlloc) the
+// call only enqueues the copy and returns: the daemon copies directly from
+// or to that memory when the stream reaches it, so the host buffer must
+// not be reused (H2D) or read (D2H) before the stream or an event recorded
+// after the copy has completed. With pageable memory, host-to-device
+// returns once the source has been staged (the host buffer may be reused)
+// and device-to-host waits for the copy, as CUDA does.
 Error MemcpyAsync(void* dst, const void* src, size_t count, MemcpyKind kind,
                   StreamId stream = kDefaultStream);
 Error MemsetAsync(void* device_ptr, int value, size_t count,
                   StreamId stream = kDefaultStream);
+
+// ---- Pinned host memory ------------------------------------------------
+// Like cudaHostAlloc / cudaFreeHost: host memory shared with the daemon
+// (a memfd both processes map), so copies between it and the device need
+// no staging and MemcpyAsync with it is truly asynchronous. The memory is
+// page-aligned and resident (populated at allocation). It belongs to the
+// current session: after Shutdown() it stays valid host memory, but copies
+// with it are staged like pageable memory.
+//
+// Allocates `size` bytes (size 0 gives nullptr). kResourceExhausted when
+// the system refuses the shared memory.
+Error HostAlloc(void** ptr, size_t size);
+// Frees memory from HostAlloc (`ptr` must be what HostAlloc returned).
+// Like cudaFreeHost it waits for the session's queued work first, since
+// queued copies may still use the memory.
+Error HostFree(void* ptr);
+
+struct HostRegionInfo {
+  void* base = nullptr;  // what HostAlloc returned
+  size_t size = 0;       // bytes HostAlloc was asked for
+  uint32_t region = 0;   // the daemon's id of the region (never 0)
+  size_t offset = 0;     // of the queried pointer from `base`
+};
+// Fills `info` when `ptr` lies inside memory from HostAlloc of the current
+// session; kInvalidValue otherwise.
+Error HostGetRegion(const void* ptr, HostRegionInfo* info);
+// True when `ptr` lies inside memory from HostAlloc (of any session, never
+// connects, never sets the last error): cudaPointerGetAttributes' "host".
+bool IsHostAllocated(const void* ptr);
 
 // ---- Streams -----------------------------------------------------------
 // Creates a stream on the current device. Lower priority value = higher
