@@ -2,10 +2,11 @@
 
 #include <c10/core/DeviceGuard.h>
 
+#include <algorithm>
 #include <array>
-#include <atomic>
-#include <mutex>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "data_plane/device_address.h"
 #include "openreg/runtime.h"
 #include "torch_backend/device_allocator.h"
@@ -15,9 +16,8 @@ namespace openreg::torch_backend {
 namespace {
 
 constexpr c10::DeviceType kType = DeviceGuardImpl::kDeviceType;
-// Streams created per device for getStreamFromGlobalPool, handed out round
-// robin like CUDA's pool.
-constexpr int kPoolStreamsPerDevice = 4;
+constexpr int kPriorityLevels =
+    kLeastStreamPriority - kGreatestStreamPriority + 1;
 
 // Stream ids are runtime stream slots; device d's default stream is slot d.
 c10::Stream MakeStream(c10::DeviceIndex device, StreamId slot) {
@@ -53,7 +53,81 @@ void* HandleFromEvent(EventId event) {
   return reinterpret_cast<void*>(static_cast<uintptr_t>(event) + 1);
 }
 
+// One device's streams of one priority, created on first use.
+struct StreamPool {
+  absl::Mutex mutex;
+  std::vector<StreamId> streams ABSL_GUARDED_BY(mutex);
+  // The session ran out of stream slots: reuse the streams created so far.
+  bool full ABSL_GUARDED_BY(mutex) = false;
+  uint32_t next ABSL_GUARDED_BY(mutex) = 0;
+};
+
+StreamPool& PoolOf(c10::DeviceIndex device, int priority) {
+  // Leaked: pool streams may be used from static destructors.
+  static auto* pools =
+      new std::array<std::array<StreamPool, kPriorityLevels>, kMaxDevices>();
+  return (*pools)[device][kLeastStreamPriority - priority];
+}
+
+// False when `stream` is no longer a stream of `device` (the runtime was
+// shut down and a new session attached since it was created).
+bool StillValid(StreamId stream, c10::DeviceIndex device) {
+  int actual = -1;
+  if (StreamGetDevice(stream, &actual) != Error::kSuccess) {
+    GetLastError();
+    return false;
+  }
+  return actual == device;
+}
+
 }  // namespace
+
+int ClampStreamPriority(int priority) {
+  return std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
+}
+
+c10::Stream StreamFromPool(c10::DeviceIndex device, int priority) {
+  device = ResolveDevice(device);
+  CheckDeviceIndex(device);
+  priority = ClampStreamPriority(priority);
+  StreamPool& pool = PoolOf(device, priority);
+  absl::MutexLock lock(&pool.mutex);
+  if (!pool.streams.empty() && !StillValid(pool.streams.front(), device)) {
+    pool.streams.clear();
+    pool.full = false;
+  }
+  const uint32_t pick = pool.next++ % kPoolStreamsPerPriority;
+  if (pick >= pool.streams.size() && !pool.full) {
+    c10::DeviceGuard guard(c10::Device(kType, device));
+    StreamId created = 0;
+    const Error error = StreamCreate(&created, priority);
+    if (error == Error::kSuccess) {
+      pool.streams.push_back(created);
+      return MakeStream(device, created);
+    }
+    if (error != Error::kResourceExhausted || pool.streams.empty()) {
+      OPENREG_CHECK(error);
+    }
+    GetLastError();
+    pool.full = true;
+  }
+  return MakeStream(device, pool.streams[pick % pool.streams.size()]);
+}
+
+int StreamPriority(const c10::Stream& stream) {
+  const c10::DeviceIndex device = stream.device_index();
+  if (device < 0 || device >= kMaxDevices) return kLeastStreamPriority;
+  for (int priority = kGreatestStreamPriority; priority < kLeastStreamPriority;
+       ++priority) {
+    StreamPool& pool = PoolOf(device, priority);
+    absl::MutexLock lock(&pool.mutex);
+    if (std::find(pool.streams.begin(), pool.streams.end(),
+                  static_cast<StreamId>(stream.id())) != pool.streams.end()) {
+      return priority;
+    }
+  }
+  return kLeastStreamPriority;
+}
 
 c10::Stream DefaultStream(c10::DeviceIndex device) {
   device = ResolveDevice(device);
@@ -106,35 +180,18 @@ c10::Stream DeviceGuardImpl::getDefaultStream(c10::Device device) const {
   return DefaultStream(device.index());
 }
 
+// As on CUDA, "new" streams come from the pool too: a program that makes
+// streams in a loop reuses them instead of exhausting the session's slots.
 c10::Stream DeviceGuardImpl::getStreamFromGlobalPool(
     c10::Device device, bool is_high_priority) const {
-  const c10::DeviceIndex index = ResolveDevice(device.index());
-  CheckDeviceIndex(index);
-  struct Pool {
-    std::once_flag created;
-    std::array<StreamId, kPoolStreamsPerDevice> streams;
-    std::atomic<uint32_t> next{0};
-  };
-  static std::array<Pool, kMaxDevices>* pools =
-      new std::array<Pool, kMaxDevices>();  // leaked: outlives static dtors
-  Pool& pool = (*pools)[index];
-  std::call_once(pool.created, [&] {
-    c10::DeviceGuard guard(c10::Device(kType, index));
-    for (StreamId& stream : pool.streams) {
-      OPENREG_CHECK(StreamCreate(&stream, is_high_priority ? -1 : 0));
-    }
-  });
-  const uint32_t pick = pool.next.fetch_add(1) % kPoolStreamsPerDevice;
-  return MakeStream(index, pool.streams[pick]);
+  return StreamFromPool(device.index(), is_high_priority
+                                            ? kGreatestStreamPriority
+                                            : kLeastStreamPriority);
 }
 
 c10::Stream DeviceGuardImpl::getNewStream(c10::Device device,
                                           int priority) const {
-  const c10::DeviceIndex index = ResolveDevice(device.index());
-  c10::DeviceGuard guard(c10::Device(kType, index));
-  StreamId stream = 0;
-  OPENREG_CHECK(StreamCreate(&stream, priority));
-  return MakeStream(index, stream);
+  return StreamFromPool(device.index(), priority);
 }
 
 c10::Stream DeviceGuardImpl::exchangeStream(c10::Stream stream) const {

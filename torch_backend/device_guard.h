@@ -7,6 +7,24 @@
 
 namespace openreg::torch_backend {
 
+// Stream priorities as PyTorch exposes CUDA's (c10::cuda's
+// max_compile_time_stream_priorities = 4): 0 is the default and least, -3
+// the greatest; other values are clamped. The daemon's ExecutionGate
+// (device_daemon/execution_gate.h) uses the same range.
+inline constexpr int kLeastStreamPriority = 0;
+inline constexpr int kGreatestStreamPriority = -3;
+int ClampStreamPriority(int priority);
+
+// Streams kept per device and priority for getNewStream and
+// getStreamFromGlobalPool, handed out round robin like CUDA's pool (CUDA
+// keeps 32; every openreg stream is a daemon thread and a session segment
+// has a limited number of slots, so fewer, created on first use).
+inline constexpr int kPoolStreamsPerPriority = 8;
+// A stream of `device`'s pool for `priority` (clamped).
+c10::Stream StreamFromPool(c10::DeviceIndex device, int priority);
+// The priority `stream` was created with (0 for default streams).
+int StreamPriority(const c10::Stream& stream);
+
 // The calling thread's current stream on `device` (its default stream until
 // changed by a stream guard).
 c10::Stream CurrentStream(c10::DeviceIndex device);

@@ -11,9 +11,11 @@
 #include "openreg/launch.h"
 #include "openreg/runtime.h"
 #include "torch_backend/device_allocator.h"
+#include "torch_backend/device_guard.h"
 #include "torch_backend/generator.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/fast_path_ops.h"
+#include "torch_backend/kernels/structured_ops.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -86,10 +88,30 @@ py::tuple MemoryInfo(int device) {
   return py::make_tuple(free_bytes, total_bytes);
 }
 
+// (stream_id, device_index, device_type): the arguments torch.Stream takes.
+py::tuple StreamArgs(const c10::Stream& stream) {
+  return py::make_tuple(stream.id(), stream.device_index(),
+                        static_cast<int>(stream.device_type()));
+}
+
+// torch.cuda.set_stream's semantics: the stream's device becomes current,
+// and the stream becomes that device's current stream on this thread.
+void SetCurrentStream(int64_t stream_id, int device) {
+  int current = 0;
+  OPENREG_CHECK(GetDevice(&current));
+  if (current != device) OPENREG_CHECK(SetDevice(device));
+  ExchangeStream(c10::Stream(c10::Stream::UNSAFE,
+                             c10::Device(DeviceGuardImpl::kDeviceType,
+                                         static_cast<c10::DeviceIndex>(device)),
+                             static_cast<c10::StreamId>(stream_id)));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg runtime bindings (daemon-backed PrivateUse1 device)";
+  // After every static registration of this library (see the header).
+  RouteStructuredOpsToDaemon();
   m.def("_set_daemon_binary", &SetDaemonBinary, py::arg("path"));
   m.def("_default_socket_path", &DefaultSocketPath);
   m.def("_is_connected", &IsConnected);
@@ -130,6 +152,42 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("fraction"), py::arg("device"));
   m.def("_daemon_stats", &DaemonStats);
+  // Streams, for torch.openreg.streams (the device guard's thread-local
+  // current streams and the per-device stream pools).
+  m.def(
+      "_current_stream",
+      [](int device) {
+        return StreamArgs(CurrentStream(static_cast<c10::DeviceIndex>(device)));
+      },
+      py::arg("device"));
+  m.def(
+      "_default_stream",
+      [](int device) {
+        return StreamArgs(DefaultStream(static_cast<c10::DeviceIndex>(device)));
+      },
+      py::arg("device"));
+  m.def("_set_stream", &SetCurrentStream, py::arg("stream_id"),
+        py::arg("device"));
+  m.def(
+      "_stream_from_pool",
+      [](int device, int priority) {
+        return StreamArgs(
+            StreamFromPool(static_cast<c10::DeviceIndex>(device), priority));
+      },
+      py::arg("device"), py::arg("priority"));
+  m.def(
+      "_stream_priority",
+      [](int64_t stream_id, int device) {
+        return StreamPriority(
+            c10::Stream(c10::Stream::UNSAFE,
+                        c10::Device(DeviceGuardImpl::kDeviceType,
+                                    static_cast<c10::DeviceIndex>(device)),
+                        static_cast<c10::StreamId>(stream_id)));
+      },
+      py::arg("stream_id"), py::arg("device"));
+  m.attr("_stream_priority_range") =
+      py::make_tuple(kLeastStreamPriority, kGreatestStreamPriority);
+  m.attr("_pool_streams_per_priority") = kPoolStreamsPerPriority;
   // Extension points (docs/EXTENDING.md).
   m.def("_block_op", &BlockOp, py::arg("name"));
   m.def("_unblock_op", &UnblockOp, py::arg("name"));

@@ -11,10 +11,12 @@ __all__ = [
     "daemon_stats",
     "device",
     "device_count",
+    "get_device_capability",
     "get_device_name",
     "get_device_properties",
     "init",
     "is_available",
+    "is_bf16_supported",
     "is_initialized",
     "set_device",
     "synchronize",
@@ -106,6 +108,21 @@ def get_device_properties(device=None):
 
 def get_device_name(device=None):
     return get_device_properties(device).name
+
+
+def get_device_capability(device=None):
+    """(major, minor) capability of `device` (default: current), as
+    torch.cuda.get_device_capability returns it."""
+    properties = get_device_properties(device)
+    return properties.major, properties.minor
+
+
+def is_bf16_supported(including_emulation=True):
+    """True when a device is available: the daemon runs bfloat16 with ATen's
+    CPU kernels on every device, so there is no capability cut-off as on
+    CUDA (`including_emulation` is accepted for compatibility)."""
+    del including_emulation
+    return is_available()
 
 
 def daemon_stats():

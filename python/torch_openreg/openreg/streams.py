@@ -6,10 +6,19 @@
 runtime stream slot (one daemon worker thread), device d's default stream is
 slot d, and an event is a runtime event whose record, query and wait become
 commands on the stream's ring. Current streams are per thread and per
-device, as on CUDA.
+device, as on CUDA, and live in the device guard (torch_openreg._C's
+`_current_stream`/`_set_stream`, not torch.accelerator).
+
+New streams come from per-device pools, one per priority, handed out round
+robin as CUDA's are (`_C._pool_streams_per_priority` streams each; CUDA
+keeps 32). Priorities range from 0 (default, least) to -3 (greatest);
+others are clamped. The daemon admits kernels of higher-priority streams
+first when a device's execution slots are all busy (docs/ARCHITECTURE.md).
 """
 
 import torch
+
+from torch_openreg import _C
 
 __all__ = [
     "Event",
@@ -20,10 +29,6 @@ __all__ = [
     "set_stream",
     "stream",
 ]
-
-# c10::DeviceType::PrivateUse1, as torch.Stream(stream_id=...) expects it.
-_PRIVATEUSE1 = 20
-
 
 def _device_index(device):
     # Imported here: the package __init__ imports this module.
@@ -44,25 +49,32 @@ class Stream(torch.Stream):
     Args:
         device (torch.device, str or int, optional): the stream's device;
             the current device when None.
-        priority (int, optional): lower is higher priority (recorded; all
-            streams are scheduled alike for now).
+        priority (int, optional): lower is higher priority, within
+            :meth:`priority_range` (0 to -3; others are clamped). When a
+            device's execution slots are all busy, kernels of
+            higher-priority streams start first.
+
+    Like ``torch.cuda.Stream``, a new stream comes from the device's pool
+    for its priority: after enough streams, earlier ones are reused.
     """
 
     def __new__(cls, device=None, priority=0, **kwargs):
         if "stream_id" in kwargs:
-            stream = super().__new__(cls, priority=priority, **kwargs)
-        else:
-            index = _device_index(device)
-            stream = super().__new__(cls, device=torch.device("openreg", index),
-                                     priority=priority)
-        stream._priority = priority
-        return stream
+            return super().__new__(cls, priority=priority, **kwargs)
+        index = _device_index(device)
+        return super().__new__(cls, device=torch.device("openreg", index),
+                               priority=priority)
 
     @property
     def priority(self):
-        """The priority this stream was created with (0 for streams obtained
-        from an id, such as current and default streams)."""
-        return self._priority
+        """The stream's priority (0 for default streams)."""
+        return _C._stream_priority(self.stream_id, self.device_index)
+
+    @staticmethod
+    def priority_range():
+        """(least, greatest) priority, as ``torch.cuda.Stream.priority_range``
+        returns it: ``(0, -3)``."""
+        return tuple(_C._stream_priority_range)
 
     def wait_event(self, event):
         """Makes all future work on this stream wait for `event`; returns
@@ -200,20 +212,23 @@ class Event:
         return f"<torch.openreg.Event {state} device={self.device}>"
 
 
+def _from_args(args):
+    stream_id, device_index, device_type = args
+    return Stream(stream_id=stream_id, device_index=device_index,
+                  device_type=device_type)
+
+
 def current_stream(device=None):
     """The current :class:`Stream` of this thread on `device` (default: the
     current device); the device's default stream unless one was set."""
-    index = _device_index(device)
-    return _as_stream(torch._C._accelerator_getStream(index))
+    return _from_args(_C._current_stream(_device_index(device)))
 
 
 def default_stream(device=None):
     """The default :class:`Stream` of `device` (default: the current
-    device): the stream ops use when no other one is set."""
-    index = _device_index(device)
-    # Runtime stream slot d is device d's default stream.
-    return Stream(stream_id=index, device_index=index,
-                  device_type=_PRIVATEUSE1)
+    device): the stream ops use when no other one is set. Runtime stream
+    slot d is device d's default stream."""
+    return _from_args(_C._default_stream(_device_index(device)))
 
 
 def set_stream(stream):
@@ -223,7 +238,7 @@ def set_stream(stream):
     if stream is None:
         return
     _check_openreg(stream)
-    torch._C._accelerator_setStream(stream)
+    _C._set_stream(stream.stream_id, stream.device_index)
 
 
 class StreamContext:
