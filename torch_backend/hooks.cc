@@ -4,6 +4,7 @@
 
 #include "torch_backend/device_guard.h"
 #include "torch_backend/generator.h"
+#include "torch_backend/host_allocator.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -60,16 +61,14 @@ at::Device Hooks::getDeviceFromPtr(void* data) const {
   return at::Device(kType, static_cast<c10::DeviceIndex>(device));
 }
 
-bool Hooks::isPinnedPtr(const void* /*data*/) const {
-  // Pinned host memory (shared with the daemon) is not implemented yet.
-  return false;
+bool Hooks::isPinnedPtr(const void* data) const {
+  // Memory from openreg::HostAlloc (the host allocator's blocks), shared
+  // with the daemon.
+  return IsPinnedRange(data, 0);
 }
 
 at::Allocator* Hooks::getPinnedMemoryAllocator() const {
-  TORCH_CHECK_NOT_IMPLEMENTED(
-      false,
-      "openreg: pinned host memory is not supported yet; use pageable "
-      "tensors (copies are staged through shared memory)");
+  return &GetHostAllocator();
 }
 
 void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage,

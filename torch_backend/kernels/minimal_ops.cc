@@ -15,6 +15,7 @@
 #include "torch_backend/device_allocator.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/hooks.h"
+#include "torch_backend/host_allocator.h"
 #include "torch_backend/kernels/remote_launch.h"
 #include "torch_backend/runtime_error.h"
 
@@ -177,39 +178,81 @@ void CopyOnDevice(const at::Tensor& dst, const at::Tensor& src,
   }
 }
 
-// Host -> device: staged through shared memory. The host side is made
-// contiguous in the destination's dtype, with its conjugate and negative
-// bits resolved, first; a strided destination, or one with those bits
-// (whose memory holds conjugated / negated values), gets a plain device
-// temporary and a device-side copy that applies them.
-void CopyFromHost(const at::Tensor& dst, const at::Tensor& src) {
-  const c10::DeviceIndex device = dst.device().index();
-  const at::Tensor host = src.resolve_conj()
-                              .resolve_neg()
-                              .to(dst.scalar_type())
-                              .expand(dst.sizes())
-                              .contiguous();
-  if (dst.is_contiguous() && !dst.is_conj() && !dst.is_neg()) {
-    CopyHostToDevice(dst.mutable_data_ptr(), host.const_data_ptr(),
-                     host.nbytes(), device);
-    return;
+// True when `tensor`'s bytes are exactly what the other side of a plain
+// byte copy of `like` needs: contiguous, same dtype and sizes, no lazy
+// conjugate / negative bits.
+bool IsPlainCopyOf(const at::Tensor& tensor, const at::Tensor& like) {
+  return tensor.is_contiguous() && !tensor.is_conj() && !tensor.is_neg() &&
+         tensor.scalar_type() == like.scalar_type() &&
+         tensor.sizes() == like.sizes();
+}
+
+bool IsPinnedTensor(const at::Tensor& tensor) {
+  return IsPinnedRange(tensor.const_data_ptr(), tensor.nbytes());
+}
+
+// A copy with a pinned host side: enqueued on the device's current stream,
+// where the daemon copies from or to the pinned memory directly. With
+// `non_blocking` it returns at once and the pinned block is kept from reuse
+// until the copy is done (as CUDA's copy_ does); otherwise it waits.
+void CopyPinned(void* dst, const void* src, size_t nbytes, MemcpyKind kind,
+                const at::Tensor& pinned, c10::DeviceIndex device,
+                bool non_blocking) {
+  const c10::Stream stream = CurrentStream(device);
+  const StreamId stream_id = static_cast<StreamId>(stream.id());
+  OPENREG_CHECK(MemcpyAsync(dst, src, nbytes, kind, stream_id));
+  if (non_blocking) {
+    RecordPinnedUse(pinned, stream);
+  } else {
+    OPENREG_CHECK(StreamSynchronize(stream_id));
   }
-  at::Tensor staged = at::empty(dst.sizes(), dst.options());
-  CopyHostToDevice(staged.mutable_data_ptr(), host.const_data_ptr(),
-                   host.nbytes(), device);
-  CopyOnDevice(dst, staged, /*non_blocking=*/false);
+}
+
+// Host -> device. The host side is made contiguous in the destination's
+// dtype, with its conjugate and negative bits resolved, first; a strided
+// destination, or one with those bits (whose memory holds conjugated /
+// negated values), gets a plain device temporary and a device-side copy
+// that applies them. A pinned source that needs no conversion is copied by
+// the daemon directly (asynchronously with `non_blocking`); anything else
+// is staged through shared memory.
+void CopyFromHost(const at::Tensor& dst, const at::Tensor& src,
+                  bool non_blocking) {
+  const c10::DeviceIndex device = dst.device().index();
+  const bool pinned = IsPlainCopyOf(src, dst) && IsPinnedTensor(src);
+  const at::Tensor host = pinned ? src
+                                 : src.resolve_conj()
+                                       .resolve_neg()
+                                       .to(dst.scalar_type())
+                                       .expand(dst.sizes())
+                                       .contiguous();
+  const bool direct = dst.is_contiguous() && !dst.is_conj() && !dst.is_neg();
+  at::Tensor target = direct ? dst : at::empty(dst.sizes(), dst.options());
+  if (pinned) {
+    CopyPinned(target.mutable_data_ptr(), host.const_data_ptr(), host.nbytes(),
+               MemcpyKind::kHostToDevice, host, device, non_blocking);
+  } else {
+    CopyHostToDevice(target.mutable_data_ptr(), host.const_data_ptr(),
+                     host.nbytes(), device);
+  }
+  if (!direct) CopyOnDevice(dst, target, /*non_blocking=*/non_blocking);
 }
 
 // Device -> host: the device side is made contiguous on the device, read
-// back, then converted on the host if needed.
-void CopyToHost(const at::Tensor& dst, const at::Tensor& src) {
+// back, then converted on the host if needed. A pinned destination that
+// needs no conversion is written by the daemon directly.
+void CopyToHost(const at::Tensor& dst, const at::Tensor& src,
+                bool non_blocking) {
   const at::Tensor device_src =
       src.is_contiguous() && !src.is_conj() && !src.is_neg()
           ? src
           : src.resolve_conj().resolve_neg().contiguous();
-  const bool direct = dst.is_contiguous() && !dst.is_conj() && !dst.is_neg() &&
-                      dst.scalar_type() == src.scalar_type() &&
-                      dst.sizes() == src.sizes();
+  const bool direct = IsPlainCopyOf(dst, src);
+  if (direct && IsPinnedTensor(dst)) {
+    CopyPinned(dst.mutable_data_ptr(), device_src.const_data_ptr(),
+               dst.nbytes(), MemcpyKind::kDeviceToHost, dst,
+               src.device().index(), non_blocking);
+    return;
+  }
   at::Tensor host =
       direct ? dst : at::empty(src.sizes(), src.options().device(at::kCPU));
   CopyDeviceToHost(host.mutable_data_ptr(), device_src.const_data_ptr(),
@@ -226,10 +269,10 @@ at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst,
     CopyOnDevice(dst, self, non_blocking);
   } else if (dst.is_privateuseone()) {
     TORCH_CHECK(self.is_cpu(), "openreg: cannot copy from ", self.device());
-    CopyFromHost(dst, self);
+    CopyFromHost(dst, self, non_blocking);
   } else {
     TORCH_CHECK(dst.is_cpu(), "openreg: cannot copy to ", dst.device());
-    CopyToHost(dst, self);
+    CopyToHost(dst, self, non_blocking);
   }
   return dst;
 }
