@@ -118,8 +118,11 @@ absl::Status CopyHostToDevice(Session& session, StreamContext& stream,
   return absl::OkStatus();
 }
 
-// Keeps up to two chunks in flight: while the daemon fills one, the client
-// copies the previous one out.
+// Keeps up to four chunks in flight: while the client copies one out, the
+// daemon is already filling the next ones. With only two, each chunk's
+// wake-ups (daemon worker, then client) sat on the critical path and a
+// 64 MiB copy ran at 0.28x memcpy; with four it runs at ~0.5x, the bound
+// of two memcpys sharing the memory bus.
 class DeviceToHostCopy {
  public:
   DeviceToHostCopy(Session& session, StreamContext& stream, char* dst,
@@ -183,7 +186,7 @@ class DeviceToHostCopy {
   }
 
  private:
-  static constexpr size_t kMaxInFlight = 2;
+  static constexpr size_t kMaxInFlight = 4;
 
   struct InFlight {
     StagingChunk chunk;
