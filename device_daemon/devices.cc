@@ -1,14 +1,24 @@
 #include "device_daemon/devices.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "data_plane/device_address.h"
 
 namespace openreg {
 
 int DefaultMultiprocessorCount() {
+  // $OPENREG_MULTIPROCESSORS lets tests and experiments fix the count (and
+  // so the contention for execution slots) independently of the host.
+  if (const char* value = std::getenv("OPENREG_MULTIPROCESSORS")) {
+    int count = 0;
+    if (absl::SimpleAtoi(value, &count) && count >= 1 && count <= 4096) {
+      return count;
+    }
+  }
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 

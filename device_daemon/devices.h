@@ -21,7 +21,8 @@ struct DeviceCounters {
   std::atomic<uint64_t> kernel_failures{0};
 };
 
-// The multiprocessor count a device reports: the host's hardware threads.
+// The multiprocessor count of a device: $OPENREG_MULTIPROCESSORS when set
+// (1 to 4096), otherwise the host's hardware threads.
 int DefaultMultiprocessorCount();
 
 class Devices {
