@@ -1,0 +1,122 @@
+"""Stream and device concurrency: the same two independent workloads run
+back to back on one stream (the baseline) and on two streams of one device,
+then on two devices. A ratio below 1.0 means the overlap helps.
+
+What can overlap depends on threads, not only on streams: each daemon
+kernel is an ATen CPU kernel using the daemon's intra-op threads (by default
+one per host core), and a device admits as many kernels at once as it has
+execution slots (multi_processor_count, also the host's cores). A large
+matmul already keeps every core busy, so a second stream only shares them;
+kernels that use one thread (small elementwise ops under ATen's grain size)
+leave cores idle that another stream can use.
+"""
+
+import time
+
+
+def _best(fn, repeats, sync):
+    """Fastest synchronized run of fn(): the machine is small and shared."""
+    fn()
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _matmuls(torch, x, count):
+    for _ in range(count):
+        x = torch.mm(x, x)
+    return x
+
+
+def _elementwise(torch, x, count):
+    for _ in range(count):
+        x = torch.sin(x)
+    return x
+
+
+def _one_vs_two(torch, name, work, inputs, repeats, streams_of):
+    """Rows for `work` on inputs[0] and inputs[1]: both on the first stream
+    of streams_of, then each on its own stream."""
+    first, second = streams_of
+
+    def one_stream():
+        with torch.openreg.stream(first):
+            work(inputs[0])
+            work(inputs[1])
+
+    def two_streams():
+        with torch.openreg.stream(first):
+            work(inputs[0])
+        with torch.openreg.stream(second):
+            work(inputs[1])
+
+    def sync():
+        for stream in (first, second):
+            stream.synchronize()
+
+    return (name, "one stream", _best(one_stream, repeats, sync),
+            _best(two_streams, repeats, sync))
+
+
+def stream_overlap(torch, scale):
+    repeats = max(3, int(10 * scale))
+    rows = []
+    # Matmuls of a few ms each (intra-op parallel: they use every core).
+    count = 8
+    size = 384
+    a = torch.openreg.Stream()
+    b = torch.openreg.Stream()
+    scaled = 1.0 / size
+    matmul_inputs = [torch.full((size, size), scaled, device="openreg"),
+                     torch.full((size, size), scaled, device="openreg")]
+    torch.openreg.synchronize()
+    rows.append(_one_vs_two(
+        torch, f"2 x {count} matmuls {size}: two streams",
+        lambda x: _matmuls(torch, x, count), matmul_inputs, repeats, (a, b)))
+    # Elementwise kernels small enough to run on one thread each.
+    count = 40
+    elements = 24 * 1024
+    small_inputs = [torch.rand(elements).to("openreg"),
+                    torch.rand(elements).to("openreg")]
+    torch.openreg.synchronize()
+    rows.append(_one_vs_two(
+        torch, f"2 x {count} sin ({elements // 1024}K): two streams",
+        lambda x: _elementwise(torch, x, count), small_inputs, repeats,
+        (a, b)))
+    # Two devices: the second workload on device 1's stream.
+    if torch.openreg.device_count() >= 2:
+        c = torch.openreg.Stream(1)
+        device_inputs = [matmul_inputs[0],
+                         matmul_inputs[1].to("openreg:1")]
+        torch.openreg.synchronize(0)
+        torch.openreg.synchronize(1)
+
+        def on_its_device(x):
+            with torch.openreg.device(x.device):
+                return _matmuls(torch, x, 8)
+
+        one = _best(lambda: [on_its_device(matmul_inputs[0]),
+                             on_its_device(matmul_inputs[1])],
+                    repeats, lambda: torch.openreg.synchronize(0))
+
+        def two_devices():
+            with torch.openreg.stream(a):
+                on_its_device(device_inputs[0])
+            with torch.openreg.stream(c):
+                on_its_device(device_inputs[1])
+
+        def sync_both():
+            a.synchronize()
+            c.synchronize()
+
+        rows.append((f"2 x 8 matmuls {size}: two devices", "one device", one,
+                     _best(two_devices, repeats, sync_both)))
+    return rows
+
+
+SECTIONS = [stream_overlap]
