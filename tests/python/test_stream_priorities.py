@@ -84,39 +84,57 @@ def test_priority_range_and_clamping():
     assert torch.openreg.current_stream(1).priority == -2
 
 
+def _stamp(stream):
+    return stream.record_event(torch.openreg.Event(enable_timing=True))
+
+
+def _before(a, b):
+    """Event `a` was reached before event `b` (device timestamps)."""
+    return a.elapsed_time(b) > 0
+
+
 def test_high_priority_kernel_overtakes_a_waiting_low_priority_kernel():
     blocker = torch.openreg.Stream(priority=0)
     low = torch.openreg.Stream(priority=0)
     high = torch.openreg.Stream(priority=-1)
     assert len({blocker, low, high}) == 3
+    big = torch.full((_BLOCKER_SIZE, _BLOCKER_SIZE), 1.0 / _BLOCKER_SIZE,
+                     device="openreg")
 
     def attempt():
-        """(blocker still ran after both submissions, high ran first)."""
+        """(conclusive, the high-priority kernel ran first)."""
         x = torch.full((4,), 3.0, device="openreg")
         torch.openreg.synchronize()  # no cross-stream waits below
-        blocked = _block(blocker, matmuls=1)
+        with torch.openreg.stream(blocker):
+            blocker_start = _stamp(blocker)
+            big @ big  # takes the only slot
+            blocker_end = _stamp(blocker)
         with torch.openreg.stream(low):
+            low_arrival = _stamp(low)
             x.add_(1)  # submitted first, waits for the slot
         with torch.openreg.stream(high):
+            high_arrival = _stamp(high)
             x.mul_(2)  # submitted second, at a higher priority
-        conclusive = not blocked.query()
         torch.openreg.synchronize()
         value = x[0].item()
         assert value in (7.0, 8.0)  # (3 * 2) + 1 or (3 + 1) * 2
-        return conclusive, value == 7.0
+        # The blocker reached its kernel before both others arrived at the
+        # gate, and its kernel ended after both arrived: both waited.
+        both_waited = all(
+            _before(blocker_start, arrival) and _before(arrival, blocker_end)
+            for arrival in (low_arrival, high_arrival))
+        return both_waited, value == 7.0
 
-    # Both kernels wait while the blocker runs; without priorities the
-    # earlier low-priority one would run first (in most attempts: their
-    # workers race to the gate). An attempt is conclusive when the blocker
-    # was still running after both submissions.
+    # Without priorities the earlier low-priority kernel would run first
+    # (in most attempts: the two workers race to the gate).
     results = []
-    for _ in range(8):
+    for _ in range(10):
         conclusive, high_first = attempt()
         if conclusive:
             results.append(high_first)
         if len(results) == 3:
             break
-    assert len(results) == 3, "the blocker finished too early to tell"
+    assert len(results) == 3, "the kernels never waited for the blocker"
     assert all(results), f"high-priority kernel first in {results}"
 
 
