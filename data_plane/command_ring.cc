@@ -55,14 +55,17 @@ absl::Status RingWriter::TryWrite(const void* payload, uint64_t size) {
 
 absl::Status RingWriter::Write(const void* payload, uint64_t size,
                                absl::Duration timeout) {
+  absl::Status status = TryWrite(payload, size);
+  if (!absl::IsResourceExhausted(status)) return status;
+  // Only a full ring reads the clock: the common path is one TryWrite.
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    absl::Status status = TryWrite(payload, size);
-    if (!absl::IsResourceExhausted(status)) return status;
     const uint64_t head = control_->head.Load();
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) return status;
     control_->head.WaitForChange(head, std::min(left, absl::Milliseconds(50)));
+    status = TryWrite(payload, size);
+    if (!absl::IsResourceExhausted(status)) return status;
   }
 }
 

@@ -12,6 +12,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "device_daemon/daemon.h"
 #include "device_daemon/flags.h"
 #include "device_daemon/kernel_libraries.h"
@@ -24,6 +25,9 @@ int main(int argc, char** argv) {
       "[--socket=PATH] [--idle_exit_seconds=S] [--log_level=LEVEL] "
       "[--kernel_library=PATH ...]");
   absl::ParseCommandLine(argc, argv);
+  // Debian's Abseil is built without NDEBUG: deadlock detection would run
+  // on every Mutex operation of the per-command path.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   absl::StatusOr<openreg::DaemonConfig> config = openreg::ConfigFromFlags();
   if (!config.ok()) {
     std::fprintf(stderr, "openreg-daemon: %s\n",

@@ -1,6 +1,6 @@
-// The only ATen-heavy translation unit of the daemon (compiling ATen
-// headers is slow): everything that touches at::Tensor or c10::IValue is
-// here.
+// With op_table.cc, the only ATen-heavy translation unit of the daemon
+// (compiling ATen headers is slow): everything that touches at::Tensor or
+// c10::IValue is here.
 #include "device_daemon/op_runner.h"
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -30,6 +30,7 @@
 #include "absl/strings/str_join.h"
 #include "device_daemon/dtype.h"
 #include "device_daemon/errors.h"
+#include "device_daemon/op_table.h"
 #include "device_daemon/session.h"
 
 namespace openreg {
@@ -96,22 +97,21 @@ std::string ShapeString(c10::IntArrayRef sizes) {
 class Launch {
  public:
   Launch(const StreamContext& context, const proto::LaunchOp& op)
-      : context_(context),
-        session_(*context.session),
-        op_(op),
-        op_name_(op.overload().empty()
-                     ? op.name()
-                     : absl::StrCat(op.name(), ".", op.overload())) {}
+      : context_(context), session_(*context.session), op_(op) {}
 
   absl::Status Run(uint64_t sequence);
   // Frees the synchronous results allocated so far (after a failure).
   void ReleaseResults();
-  // "aten::add.Tensor"
-  const std::string& op_name() const { return op_name_; }
+  // "aten::add.Tensor"; built on demand (error paths only).
+  std::string op_name() const {
+    return op_.overload().empty()
+               ? op_.name()
+               : absl::StrCat(op_.name(), ".", op_.overload());
+  }
 
  private:
   absl::Status Fail(proto::ErrorCode code, absl::string_view what) const {
-    return MakeError(code, absl::StrCat(op_name_, ": ", what));
+    return MakeError(code, absl::StrCat(op_name(), ": ", what));
   }
 
   absl::StatusOr<at::Tensor> DeviceTensor(const proto::TensorRef& ref);
@@ -141,7 +141,6 @@ class Launch {
   const StreamContext& context_;
   Session& session_;
   const proto::LaunchOp& op_;
-  const std::string op_name_;
   // Synchronous results allocated so far; freed again if the launch fails.
   std::vector<uint64_t> result_addresses_;
   // out= arguments: the client's tensor and the stand-in the kernel wrote
@@ -357,7 +356,7 @@ absl::StatusOr<c10::IValue> Launch::ToIValue(const proto::Argument& argument,
       if (!session_.devices().IsValid(argument.device())) {
         return MakeError(
             proto::INVALID_DEVICE,
-            absl::StrCat(op_name_, ": argument '", schema.name(),
+            absl::StrCat(op_name(), ": argument '", schema.name(),
                          "' names device ", argument.device(),
                          " but the daemon has ", session_.devices().count()));
       }
@@ -698,18 +697,18 @@ absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
 }
 
 absl::Status Launch::Run(uint64_t sequence) {
-  std::optional<c10::OperatorHandle> handle =
-      c10::Dispatcher::singleton().findSchema({op_.name(), op_.overload()});
-  if (!handle.has_value()) {
+  const ResolvedOp* resolved = ResolveOp(op_.name(), op_.overload());
+  if (resolved == nullptr) {
     return MakeError(proto::INVALID_VALUE,
-                     absl::StrCat("unknown operator ", op_name_));
+                     absl::StrCat("unknown operator ", op_name()));
   }
   if (op_.synchronous() && op_.outputs_size() != 0) {
     return Fail(proto::INVALID_VALUE,
                 "a synchronous launch must not name outputs");
   }
-  const c10::FunctionSchema& schema = handle->schema();
-  absl::StatusOr<torch::jit::Stack> stack = BuildStack(schema);
+  const c10::OperatorHandle* handle = &resolved->handle;
+  const c10::FunctionSchema* schema = &handle->schema();
+  absl::StatusOr<torch::jit::Stack> stack = BuildStack(*schema);
   if (!stack.ok()) return stack.status();
   // Outputs are checked before the kernel runs so that a bad TensorRef
   // fails the launch without side effects.
@@ -720,7 +719,19 @@ absl::Status Launch::Run(uint64_t sequence) {
                   absl::StrCat("output: ", valid.message()));
     }
   }
-  ReplaceOutArguments(schema, &*stack);
+  if (!op_.synchronous() && resolved->out_variant.has_value() &&
+      static_cast<size_t>(op_.outputs_size()) == schema->returns().size()) {
+    // Write straight into the outputs; CopyToOutputs then finds them in
+    // place (or copies, if the kernel had to move a stand-in).
+    for (const proto::TensorRef& output : op_.outputs()) {
+      absl::StatusOr<at::Tensor> tensor = DeviceTensor(output);
+      if (!tensor.ok()) return tensor.status();
+      stack->push_back(*std::move(tensor));
+    }
+    handle = &*resolved->out_variant;
+    schema = &handle->schema();
+  }
+  ReplaceOutArguments(*schema, &*stack);
   if (op_.has_default_generator()) {
     std::lock_guard<std::mutex> lock(g_default_generator_mutex);
     at::Generator cpu_default = at::detail::getDefaultCPUGenerator();
@@ -734,7 +745,7 @@ absl::Status Launch::Run(uint64_t sequence) {
   }
   if (op_.synchronous()) {
     FinishOutArguments();
-    return WriteReply(schema, *stack, sequence);
+    return WriteReply(*schema, *stack, sequence);
   }
   return CopyToOutputs(*stack);
 }
@@ -759,21 +770,21 @@ absl::Status OpRunner::Run(const StreamContext& context,
   // Plain inference: no autograd bookkeeping for daemon-side tensors.
   c10::InferenceMode inference_mode;
   Launch launch(context, op);
-  const std::string& name = launch.op_name();
   absl::Status status;
   try {
     status = launch.Run(sequence);
   } catch (const c10::Error& error) {
-    status = KernelFailureError(
-        absl::StrCat(name, " failed: ", error.what_without_backtrace()));
+    status = KernelFailureError(absl::StrCat(
+        launch.op_name(), " failed: ", error.what_without_backtrace()));
   } catch (const std::bad_alloc&) {
-    status = KernelFailureError(
-        absl::StrCat(name, " failed: out of host memory in the daemon"));
+    status = KernelFailureError(absl::StrCat(
+        launch.op_name(), " failed: out of host memory in the daemon"));
   } catch (const std::exception& error) {
-    status = KernelFailureError(absl::StrCat(name, " failed: ", error.what()));
+    status = KernelFailureError(
+        absl::StrCat(launch.op_name(), " failed: ", error.what()));
   } catch (...) {
     status = KernelFailureError(
-        absl::StrCat(name, " failed with an unknown exception"));
+        absl::StrCat(launch.op_name(), " failed with an unknown exception"));
   }
   if (!status.ok()) launch.ReleaseResults();
   return status;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
@@ -12,6 +13,7 @@
 #include "device_daemon/execution_gate.h"
 #include "device_daemon/log.h"
 #include "device_daemon/session.h"
+#include "google/protobuf/arena.h"
 #include "protos/commands.pb.h"
 
 namespace openreg {
@@ -19,6 +21,9 @@ namespace {
 
 // How long an idle worker sleeps before re-checking its stop flags.
 constexpr absl::Duration kIdleSlice = absl::Milliseconds(100);
+// Fits a launch with dozens of tensor arguments; larger commands make the
+// arena take (and on reset return) extra blocks.
+constexpr size_t kCommandArenaBytes = 64 * 1024;
 
 template <size_t N>
 void CopyText(char (&field)[N], absl::string_view text) {
@@ -87,7 +92,13 @@ void StreamWorker::Run() {
   const StreamContext context{session_, slot_index_, slot_, device_, &stop_};
   uint64_t last_sequence = slot_->completed.Load();
   std::string payload;
-  proto::Command command;
+  // Each command is parsed into an arena reset per command, so parsing
+  // allocates nothing once the first block fits a typical command.
+  std::vector<char> arena_block(kCommandArenaBytes);
+  google::protobuf::ArenaOptions arena_options;
+  arena_options.initial_block = arena_block.data();
+  arena_options.initial_block_size = arena_block.size();
+  google::protobuf::Arena arena(arena_options);
   while (!stop_.load(std::memory_order_acquire)) {
     const absl::Status read = reader.TryRead(&payload);
     if (absl::IsUnavailable(read)) {  // empty ring
@@ -100,6 +111,9 @@ void StreamWorker::Run() {
       Fault(expected, read);
       break;
     }
+    arena.Reset();
+    proto::Command& command =
+        *google::protobuf::Arena::CreateMessage<proto::Command>(&arena);
     if (!command.ParseFromString(payload)) {
       // The record is taken to be command `expected`: it fails, and the
       // stream goes on with the next one.

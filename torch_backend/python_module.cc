@@ -15,6 +15,7 @@
 #include "torch_backend/generator.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/fast_path_ops.h"
+#include "torch_backend/kernels/structured_ops.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -109,6 +110,8 @@ void SetCurrentStream(int64_t stream_id, int device) {
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg runtime bindings (daemon-backed PrivateUse1 device)";
+  // After every static registration of this library (see the header).
+  RouteStructuredOpsToDaemon();
   m.def("_set_daemon_binary", &SetDaemonBinary, py::arg("path"));
   m.def("_default_socket_path", &DefaultSocketPath);
   m.def("_is_connected", &IsConnected);

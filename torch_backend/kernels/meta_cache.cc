@@ -26,20 +26,21 @@ enum class Tag : char {
 
 class KeyWriter {
  public:
-  void Put(Tag tag) { key_.push_back(static_cast<char>(tag)); }
+  explicit KeyWriter(std::string* key) : key_(key) { key_->clear(); }
+
+  void Put(Tag tag) { key_->push_back(static_cast<char>(tag)); }
   template <typename T>
   void Put(const T& value) {
     static_assert(std::is_trivially_copyable_v<T>);
-    key_.append(reinterpret_cast<const char*>(&value), sizeof(value));
+    key_->append(reinterpret_cast<const char*>(&value), sizeof(value));
   }
   void PutBytes(const void* data, size_t size) {
     Put(size);
-    key_.append(static_cast<const char*>(data), size);
+    key_->append(static_cast<const char*>(data), size);
   }
-  std::string Take() { return std::move(key_); }
 
  private:
-  std::string key_;
+  std::string* key_;
 };
 
 void PutTensor(const at::Tensor& tensor, bool keep_storage, KeyWriter* key) {
@@ -111,7 +112,8 @@ bool PutValue(const c10::IValue& value, bool keep_storage, KeyWriter* key) {
 
 struct Cache {
   absl::Mutex mutex;
-  absl::flat_hash_map<std::string, MetaResult> entries ABSL_GUARDED_BY(mutex);
+  absl::flat_hash_map<std::string, std::shared_ptr<const MetaResult>> entries
+      ABSL_GUARDED_BY(mutex);
 };
 
 Cache& GlobalCache() {
@@ -121,28 +123,29 @@ Cache& GlobalCache() {
 
 }  // namespace
 
-std::optional<std::string> MetaCacheKey(const c10::OperatorHandle& op,
-                                        c10::ArrayRef<c10::IValue> arguments,
-                                        bool keep_storage) {
-  KeyWriter key;
+bool BuildMetaCacheKey(const c10::OperatorHandle& op,
+                       c10::ArrayRef<c10::IValue> arguments, bool keep_storage,
+                       std::string* key_buffer) {
+  KeyWriter key(key_buffer);
   // The schema object lives as long as the operator registration.
   key.Put(reinterpret_cast<uintptr_t>(&op.schema()));
   key.Put(keep_storage);
   for (const c10::IValue& argument : arguments) {
-    if (!PutValue(argument, keep_storage, &key)) return std::nullopt;
+    if (!PutValue(argument, keep_storage, &key)) return false;
   }
-  return key.Take();
+  return true;
 }
 
-std::optional<MetaResult> FindMetaResult(const std::string& key) {
+std::shared_ptr<const MetaResult> FindMetaResult(absl::string_view key) {
   Cache& cache = GlobalCache();
   absl::ReaderMutexLock lock(&cache.mutex);
   auto it = cache.entries.find(key);
-  if (it == cache.entries.end()) return std::nullopt;
+  if (it == cache.entries.end()) return nullptr;
   return it->second;
 }
 
-void StoreMetaResult(std::string key, MetaResult result) {
+void StoreMetaResult(std::string key,
+                     std::shared_ptr<const MetaResult> result) {
   Cache& cache = GlobalCache();
   absl::MutexLock lock(&cache.mutex);
   if (cache.entries.size() >= kMaxEntries) cache.entries.clear();

@@ -11,9 +11,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 
-#include <optional>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace openreg::torch_backend {
 
@@ -25,17 +27,18 @@ struct MetaResult {
   std::vector<c10::IValue> outputs;
 };
 
-// The cache key of a call, or nullopt when an argument kind is not
-// understood (such calls are not cached). `keep_storage` (view ops) makes
-// storage offsets and sizes part of the key.
-std::optional<std::string> MetaCacheKey(const c10::OperatorHandle& op,
-                                        c10::ArrayRef<c10::IValue> arguments,
-                                        bool keep_storage);
+// Writes the cache key of a call into `key` (reusing its capacity: the
+// per-op path allocates nothing on a hit); false when an argument kind is
+// not understood (such calls are not cached). `keep_storage` (view ops)
+// makes storage offsets and sizes part of the key.
+bool BuildMetaCacheKey(const c10::OperatorHandle& op,
+                       c10::ArrayRef<c10::IValue> arguments, bool keep_storage,
+                       std::string* key);
 
 // Thread-safe lookup/insert; bounded (cleared when it grows too large, as
-// happens with ever-changing shapes).
-std::optional<MetaResult> FindMetaResult(const std::string& key);
-void StoreMetaResult(std::string key, MetaResult result);
+// happens with ever-changing shapes). Results are shared, never copied.
+std::shared_ptr<const MetaResult> FindMetaResult(absl::string_view key);
+void StoreMetaResult(std::string key, std::shared_ptr<const MetaResult> result);
 
 }  // namespace openreg::torch_backend
 

@@ -15,10 +15,13 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/container/node_hash_map.h"
 #include "torch_backend/hooks.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/meta_cache.h"
@@ -37,6 +40,74 @@ bool AcceptsHostIndexTensors(const c10::OperatorName& name) {
          name.name == "aten::index_put";
 }
 
+bool ReturnsOnlyTensors(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& ret : schema.returns()) {
+    const c10::TypePtr& type = ret.real_type();
+    const bool tensor = type->kind() == c10::TypeKind::TensorType;
+    const bool tensor_list =
+        type->kind() == c10::TypeKind::ListType &&
+        type->containedType(0)->kind() == c10::TypeKind::TensorType;
+    if (!tensor && !tensor_list) return false;
+  }
+  return true;
+}
+
+bool ReturnsAView(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& ret : schema.returns()) {
+    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite())
+      return true;
+  }
+  return false;
+}
+
+// Index of the argument that a return aliases (same alias set).
+std::optional<size_t> AliasedArgument(const c10::FunctionSchema& schema,
+                                      const c10::AliasInfo& alias) {
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::AliasInfo* candidate = schema.arguments()[i].alias_info();
+    if (candidate != nullptr && candidate->beforeSets() == alias.beforeSets()) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+// What the fallback needs to know about an op's schema, worked out at its
+// first call instead of on every call.
+struct OpPlan {
+  bool host_indices = false;
+  bool returns_only_tensors = false;
+  bool returns_view = false;
+  // Per return: its alias annotation and the argument it aliases.
+  std::vector<const c10::AliasInfo*> return_alias;
+  std::vector<std::optional<size_t>> aliased_argument;
+};
+
+OpPlan MakePlan(const c10::OperatorHandle& op) {
+  const c10::FunctionSchema& schema = op.schema();
+  OpPlan plan;
+  plan.host_indices = AcceptsHostIndexTensors(op.operator_name());
+  plan.returns_only_tensors = ReturnsOnlyTensors(schema);
+  plan.returns_view = ReturnsAView(schema);
+  for (const c10::Argument& ret : schema.returns()) {
+    const c10::AliasInfo* alias = ret.alias_info();
+    plan.return_alias.push_back(alias);
+    plan.aliased_argument.push_back(
+        alias != nullptr ? AliasedArgument(schema, *alias) : std::nullopt);
+  }
+  return plan;
+}
+
+const OpPlan& PlanFor(const c10::OperatorHandle& op) {
+  // Keyed by the schema, which lives as long as the registration. Per
+  // thread: no lock on the per-op path; node-based, so references stay.
+  thread_local absl::node_hash_map<const c10::FunctionSchema*, OpPlan> plans;
+  const c10::FunctionSchema* key = &op.schema();
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, MakePlan(op)).first;
+  return it->second;
+}
+
 template <typename Fn>
 void ForEachTensor(const c10::IValue& value, Fn&& fn) {
   if (value.isTensor()) {
@@ -51,10 +122,10 @@ void ForEachTensor(const c10::IValue& value, Fn&& fn) {
 }
 
 // The one openreg device the op runs on, with PyTorch's error for mixes.
-c10::DeviceIndex CommonDevice(const c10::OperatorHandle& op,
+c10::DeviceIndex CommonDevice(const c10::OperatorHandle& op, const OpPlan& plan,
                               c10::ArrayRef<c10::IValue> arguments) {
   std::optional<c10::Device> device;
-  const bool host_indices = AcceptsHostIndexTensors(op.operator_name());
+  const bool host_indices = plan.host_indices;
   auto visit = [&](const at::Tensor& tensor) {
     if (!tensor.defined()) return;
     if (!tensor.is_privateuseone()) {
@@ -87,26 +158,6 @@ c10::DeviceIndex CommonDevice(const c10::OperatorHandle& op,
     }
   }
   return c10::impl::getDeviceGuardImpl(kType)->getDevice().index();
-}
-
-bool ReturnsOnlyTensors(const c10::FunctionSchema& schema) {
-  for (const c10::Argument& ret : schema.returns()) {
-    const c10::TypePtr& type = ret.real_type();
-    const bool tensor = type->kind() == c10::TypeKind::TensorType;
-    const bool tensor_list =
-        type->kind() == c10::TypeKind::ListType &&
-        type->containedType(0)->kind() == c10::TypeKind::TensorType;
-    if (!tensor && !tensor_list) return false;
-  }
-  return true;
-}
-
-bool ReturnsAView(const c10::FunctionSchema& schema) {
-  for (const c10::Argument& ret : schema.returns()) {
-    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite())
-      return true;
-  }
-  return false;
 }
 
 // A meta tensor with the same layout. View ops also need the storage size
@@ -149,14 +200,14 @@ c10::IValue ToMetaValue(const c10::IValue& value, bool keep_storage) {
 
 // Runs the op's Meta kernel; nullopt when it cannot (data-dependent shape,
 // no Meta support for these inputs).
-std::optional<std::vector<c10::IValue>> RunMeta(
-    const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> arguments,
-    bool keep_storage) {
-  std::optional<std::string> key = MetaCacheKey(op, arguments, keep_storage);
-  if (key.has_value()) {
-    if (std::optional<MetaResult> hit = FindMetaResult(*key)) {
-      if (hit->unavailable) return std::nullopt;
-      return std::move(hit->outputs);
+std::shared_ptr<const MetaResult> RunMeta(const c10::OperatorHandle& op,
+                                          c10::ArrayRef<c10::IValue> arguments,
+                                          bool keep_storage) {
+  thread_local std::string key;
+  const bool cacheable = BuildMetaCacheKey(op, arguments, keep_storage, &key);
+  if (cacheable) {
+    if (std::shared_ptr<const MetaResult> hit = FindMetaResult(key)) {
+      return hit->unavailable ? nullptr : hit;
     }
   }
   torch::jit::Stack stack;
@@ -164,29 +215,17 @@ std::optional<std::vector<c10::IValue>> RunMeta(
   for (const c10::IValue& argument : arguments) {
     stack.push_back(ToMetaValue(argument, keep_storage));
   }
-  MetaResult result;
+  auto result = std::make_shared<MetaResult>();
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
-    result.outputs = stack;
+    result->outputs = std::move(stack);
   } catch (const std::exception&) {
     // The synchronous path runs the real kernel and reports real errors.
-    result.unavailable = true;
+    result->unavailable = true;
   }
-  if (key.has_value()) StoreMetaResult(std::move(*key), result);
-  if (result.unavailable) return std::nullopt;
-  return std::move(result.outputs);
-}
-
-// Index of the argument that a return aliases (same alias set).
-std::optional<size_t> AliasedArgument(const c10::FunctionSchema& schema,
-                                      const c10::AliasInfo& alias) {
-  for (size_t i = 0; i < schema.arguments().size(); ++i) {
-    const c10::AliasInfo* candidate = schema.arguments()[i].alias_info();
-    if (candidate != nullptr && candidate->beforeSets() == alias.beforeSets()) {
-      return i;
-    }
-  }
-  return std::nullopt;
+  if (cacheable) StoreMetaResult(key, result);
+  if (result->unavailable) return nullptr;
+  return result;
 }
 
 // A client-side view of `base`'s storage with the Meta kernel's layout.
@@ -257,27 +296,28 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t num_arguments = schema.arguments().size();
   const c10::ArrayRef<c10::IValue> arguments =
       torch::jit::last(*stack, num_arguments);
-  const c10::DeviceIndex device = CommonDevice(op, arguments);
+  const OpPlan& plan = PlanFor(op);
+  const c10::DeviceIndex device = CommonDevice(op, plan, arguments);
   const c10::DeviceGuard guard(c10::Device(kType, device));
 
   std::vector<c10::IValue> results;
-  std::optional<std::vector<c10::IValue>> meta;
-  if (ReturnsOnlyTensors(schema) &&
+  results.reserve(schema.returns().size());
+  std::shared_ptr<const MetaResult> meta;
+  if (plan.returns_only_tensors &&
       op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) {
-    meta = RunMeta(op, arguments, ReturnsAView(schema));
+    meta = RunMeta(op, arguments, plan.returns_view);
   }
 
-  if (meta.has_value()) {
+  if (meta != nullptr) {
     std::vector<at::Tensor> outputs;
     bool needs_launch = schema.returns().empty();
     for (size_t i = 0; i < schema.returns().size(); ++i) {
-      const c10::AliasInfo* alias = schema.returns()[i].alias_info();
-      std::optional<size_t> source;
-      if (alias != nullptr) source = AliasedArgument(schema, *alias);
+      const c10::AliasInfo* alias = plan.return_alias[i];
+      const std::optional<size_t>& source = plan.aliased_argument[i];
       TORCH_CHECK(alias == nullptr || source.has_value(),
                   "openreg: cannot find the argument aliased by a return of ",
                   schema);
-      const c10::IValue& meta_value = (*meta)[i];
+      const c10::IValue& meta_value = meta->outputs[i];
       bool computed = false;
       if (meta_value.isTensor()) {
         at::Tensor real =
@@ -314,10 +354,10 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         "openreg: the daemon returned ", reply.results_size(), " results for ",
         schema.operator_name(), ", expected ", schema.returns().size());
     for (size_t i = 0; i < schema.returns().size(); ++i) {
-      const c10::AliasInfo* alias = schema.returns()[i].alias_info();
+      const c10::AliasInfo* alias = plan.return_alias[i];
       std::optional<size_t> source;
       if (alias != nullptr && alias->isWrite()) {
-        source = AliasedArgument(schema, *alias);
+        source = plan.aliased_argument[i];
       }
       if (!source) {
         c10::IValue result = DecodeResult(reply.results(i));
