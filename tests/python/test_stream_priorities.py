@@ -335,5 +335,26 @@ def test_current_streams_are_per_device_and_per_thread():
     assert torch.accelerator.current_stream(0) == s0
 
 
+
+# Last: it fills the session's stream slots.
+def test_pools_reuse_their_streams_when_the_session_runs_out_of_slots():
+    size = torch_openreg_pool_size()
+    least, greatest = torch.openreg.Stream.priority_range()
+    # 2 devices x 4 priorities x `size` streams exceed the session's slots
+    # (64 minus the default streams): the last pools stop growing.
+    streams = set()
+    for device in (0, 1):
+        for priority in range(greatest, least + 1):
+            for _ in range(size):
+                streams.add(torch.openreg.Stream(device, priority=priority))
+    assert len(streams) <= 64 - torch.openreg.device_count()
+    assert len(streams) > 2 * size  # most pools did grow
+    for s in streams:
+        with torch.openreg.stream(s):
+            y = torch.ones(4, device=s.device) + 1
+        s.synchronize()
+        assert y.sum().item() == 8
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
