@@ -4,8 +4,9 @@ capability.
 The module's daemon has one execution slot per device
 (OPENREG_MULTIPROCESSORS=1), so a single long kernel saturates a device and
 the order in which waiting kernels are admitted is visible. Order is shown
-by results, never by timing thresholds: two kernels that do not commute
-(x + 1 and x * 2) on one tensor leave a value that says which ran first.
+by results and by comparing device timestamps, never by timing thresholds:
+two kernels that do not commute (x + 1 and x * 2) on one tensor leave a
+value that says which ran first.
 """
 
 import os
@@ -224,6 +225,11 @@ def test_devices_have_separate_gates():
 # ---- Stream pools ----------------------------------------------------------------
 
 
+def torch_openreg_pool_size():
+    from torch_openreg import _C
+    return _C._pool_streams_per_priority
+
+
 def test_new_streams_come_from_a_pool_per_device_and_priority():
     size = torch_openreg_pool_size()
     for device in (0, 1):
@@ -255,11 +261,6 @@ def test_generic_torch_streams_share_the_pool():
     s = torch.openreg.Stream(1, priority=-2)
     with torch.openreg.stream(s):
         assert (torch.ones(3, device="openreg:1") * 2).sum().item() == 6
-
-
-def torch_openreg_pool_size():
-    from torch_openreg import _C
-    return _C._pool_streams_per_priority
 
 
 # ---- Device capability -----------------------------------------------------------
