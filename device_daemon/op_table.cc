@@ -54,7 +54,16 @@ bool IsOutVariantOf(const c10::FunctionSchema& candidate,
 std::optional<c10::OperatorHandle> FindOutVariant(
     const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
-  if (!IsFunctional(schema)) return std::nullopt;
+  // Only structured ops: their functional kernel is by construction the
+  // out= kernel writing into a fresh output (ATen registers the generic
+  // version under CompositeExplicitAutogradNonFunctional). Other ops' out=
+  // variants may differ (binary_cross_entropy.out uses its output as
+  // scratch, native_batch_norm.out wants other statistics dtypes).
+  if (!IsFunctional(schema) ||
+      !op.hasKernelForDispatchKey(
+          c10::DispatchKey::CompositeExplicitAutogradNonFunctional)) {
+    return std::nullopt;
+  }
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     if (name.name != schema.name() ||

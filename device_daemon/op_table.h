@@ -17,9 +17,8 @@ namespace openreg {
 
 struct ResolvedOp {
   c10::OperatorHandle handle;
-  // The out= overload taking the same arguments followed by one out=
-  // tensor per (Tensor) return; absent for ops that are not functional or
-  // have no such overload.
+  // For a structured op's functional variant: the out= overload taking the
+  // same arguments followed by one out= tensor per return; else absent.
   std::optional<c10::OperatorHandle> out_variant;
 };
 

@@ -156,12 +156,14 @@ def test_blocked_op_raises_not_implemented():
     torch_openreg.block_op("aten::cumsum")
     try:
         assert "aten::cumsum" in torch_openreg.blocked_ops()
-        # Structured ops reach openreg as their out= overload; a name
-        # without overload blocks them all.
+        # A name without overload blocks them all.
         with pytest.raises(NotImplementedError,
-                           match='"aten::cumsum.out" is not implemented for '
+                           match='"aten::cumsum" is not implemented for '
                                  'openreg'):
             torch.cumsum(x, 0)
+        with pytest.raises(NotImplementedError,
+                           match='"aten::cumsum.out" is not implemented'):
+            torch.cumsum(x, 0, out=torch.empty_like(x))
     finally:
         assert torch_openreg.unblock_op("aten::cumsum")
     assert torch.cumsum(x, 0).cpu().tolist() == [0.0, 1.0, 3.0, 6.0]
@@ -170,15 +172,15 @@ def test_blocked_op_raises_not_implemented():
 
 def test_blocking_one_overload_leaves_the_others():
     x = torch.arange(3.0, device="openreg")
-    torch_openreg.block_op("aten::pow.Tensor_Scalar_out")
+    torch_openreg.block_op("aten::pow.Tensor_Scalar")
     try:
         with pytest.raises(NotImplementedError,
-                           match='"aten::pow.Tensor_Scalar_out" is not '
+                           match='"aten::pow.Tensor_Scalar" is not '
                                  'implemented'):
             torch.pow(x, 2)
         assert torch.pow(x, x).cpu().tolist() == [1.0, 1.0, 4.0]
     finally:
-        torch_openreg.unblock_op("aten::pow.Tensor_Scalar_out")
+        torch_openreg.unblock_op("aten::pow.Tensor_Scalar")
 
 
 def test_blocking_applies_to_the_relu_fast_path_too():
@@ -208,7 +210,7 @@ print("SUM", torch.ones(2, device="openreg").sum().item())
     result = run_python(code, DAEMON.env(
         OPENREG_BLOCKED_OPS=" aten::cumsum, bogus ,aten::nonexistent_op"))
     assert result.returncode == 0, result.stderr
-    assert '"aten::cumsum.out" is not implemented for openreg' in result.stdout
+    assert '"aten::cumsum" is not implemented for openreg' in result.stdout
     assert "SUM 2.0" in result.stdout
 
 

@@ -210,6 +210,9 @@ std::shared_ptr<const MetaResult> RunMeta(const c10::OperatorHandle& op,
       return hit->unavailable ? nullptr : hit;
     }
   }
+  // A miss runs a Meta kernel, which may re-enter the fallback (and reuse
+  // the key buffer): keep this call's key.
+  std::string miss_key = key;
   torch::jit::Stack stack;
   stack.reserve(arguments.size());
   for (const c10::IValue& argument : arguments) {
@@ -223,7 +226,7 @@ std::shared_ptr<const MetaResult> RunMeta(const c10::OperatorHandle& op,
     // The synchronous path runs the real kernel and reports real errors.
     result->unavailable = true;
   }
-  if (cacheable) StoreMetaResult(key, result);
+  if (cacheable) StoreMetaResult(std::move(miss_key), result);
   if (result->unavailable) return nullptr;
   return result;
 }

@@ -8,6 +8,16 @@
 #include "torch_backend/kernels/remote_fallback.h"
 
 namespace openreg::torch_backend {
+namespace {
+
+// Ops whose Meta kernel (torch/_meta_registrations.py) disagrees with the
+// C++ shape logic: they keep ATen's host-side shape computation. cat: the
+// legacy skipping of 1-D empty inputs gives [0] on CPU but [2, 0] in Meta.
+bool KeepsHostShapeLogic(const c10::OperatorName& name) {
+  return name.name == "aten::cat";
+}
+
+}  // namespace
 
 int RouteStructuredOpsToDaemon() {
   // Leaked: the registrations must outlive every op call, up to exit.
@@ -24,7 +34,8 @@ int RouteStructuredOpsToDaemon() {
           !op->hasKernelForDispatchKey(
               c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
           !op->hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) {
+          op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+          KeepsHostShapeLogic(name)) {
         continue;
       }
       std::string qualified = name.name.substr(6);  // without "aten::"
