@@ -7,8 +7,10 @@ kernel is an ATen CPU kernel using the daemon's intra-op threads (by default
 one per host core), and a device admits as many kernels at once as it has
 execution slots (multi_processor_count, also the host's cores). A large
 matmul already keeps every core busy, so a second stream only shares them;
-kernels that use one thread (small elementwise ops under ATen's grain size)
-leave cores idle that another stream can use.
+kernels that use one thread (a 1-D cumsum is sequential in ATen) leave
+cores idle that another stream can use. Kernels must also be long compared
+with the client's launch cost (tens of microseconds), or the one Python
+thread that submits both workloads is the bottleneck.
 """
 
 import time
@@ -33,9 +35,9 @@ def _matmuls(torch, x, count):
     return x
 
 
-def _elementwise(torch, x, count):
+def _cumsums(torch, x, count):
     for _ in range(count):
-        x = torch.sin(x)
+        x = torch.cumsum(x, 0)
     return x
 
 
@@ -77,17 +79,16 @@ def stream_overlap(torch, scale):
     torch.openreg.synchronize()
     rows.append(_one_vs_two(
         torch, f"2 x {count} matmuls {size}: two streams",
-        lambda x: _matmuls(torch, x, count), matmul_inputs, repeats, (a, b)))
-    # Elementwise kernels small enough to run on one thread each.
-    count = 40
-    elements = 24 * 1024
-    small_inputs = [torch.rand(elements).to("openreg"),
-                    torch.rand(elements).to("openreg")]
+        lambda x, count=count: _matmuls(torch, x, count), matmul_inputs, repeats, (a, b)))
+    # Single-threaded kernels of a few ms each.
+    count = 8
+    elements = 1 << 20
+    vectors = [torch.rand(elements).to("openreg"),
+               torch.rand(elements).to("openreg")]
     torch.openreg.synchronize()
     rows.append(_one_vs_two(
-        torch, f"2 x {count} sin ({elements // 1024}K): two streams",
-        lambda x: _elementwise(torch, x, count), small_inputs, repeats,
-        (a, b)))
+        torch, f"2 x {count} cumsum (1M): two streams",
+        lambda x, count=count: _cumsums(torch, x, count), vectors, repeats, (a, b)))
     # Two devices: the second workload on device 1's stream.
     if torch.openreg.device_count() >= 2:
         c = torch.openreg.Stream(1)
