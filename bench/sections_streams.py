@@ -79,7 +79,8 @@ def stream_overlap(torch, scale):
     torch.openreg.synchronize()
     rows.append(_one_vs_two(
         torch, f"2 x {count} matmuls {size}: two streams",
-        lambda x, count=count: _matmuls(torch, x, count), matmul_inputs, repeats, (a, b)))
+        lambda x, count=count: _matmuls(torch, x, count), matmul_inputs,
+        repeats, (a, b)))
     # Single-threaded kernels of a few ms each.
     count = 8
     elements = 1 << 20
@@ -88,7 +89,8 @@ def stream_overlap(torch, scale):
     torch.openreg.synchronize()
     rows.append(_one_vs_two(
         torch, f"2 x {count} cumsum (1M): two streams",
-        lambda x, count=count: _cumsums(torch, x, count), vectors, repeats, (a, b)))
+        lambda x, count=count: _cumsums(torch, x, count), vectors, repeats,
+        (a, b)))
     # Two devices: the second workload on device 1's stream.
     if torch.openreg.device_count() >= 2:
         c = torch.openreg.Stream(1)
