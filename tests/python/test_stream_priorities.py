@@ -68,7 +68,7 @@ def _observed(attempt, attempts=3):
     return any(attempt() for _ in range(attempts))
 
 
-# ---- Priorities ---------------------------------------------------------------
+# ---- Priorities -------------------------------------------------------------
 
 
 def test_priority_range_and_clamping():
@@ -230,7 +230,7 @@ def test_devices_have_separate_gates():
     assert _observed(device_1_ran_while_0_busy)
 
 
-# ---- Stream pools ----------------------------------------------------------------
+# ---- Stream pools -----------------------------------------------------------
 
 
 def torch_openreg_pool_size():
@@ -271,7 +271,7 @@ def test_generic_torch_streams_share_the_pool():
         assert (torch.ones(3, device="openreg:1") * 2).sum().item() == 6
 
 
-# ---- Device capability -----------------------------------------------------------
+# ---- Device capability ------------------------------------------------------
 
 
 def test_get_device_capability():
@@ -293,7 +293,7 @@ def test_is_bf16_supported():
     assert (x * 2).sum().item() == 8
 
 
-# ---- Current streams through torch_openreg._C ----------------------------------
+# ---- Current streams through torch_openreg._C -------------------------------
 
 
 def test_stream_functions_do_not_use_torch_accelerator(monkeypatch):
