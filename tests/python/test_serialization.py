@@ -187,3 +187,47 @@ def test_generated_storage_methods():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
+
+
+def test_legacy_tensor_types():
+    made = torch.openreg.FloatTensor(2, 3)
+    assert made.shape == (2, 3) and made.dtype == torch.float32
+    assert made.device.type == "openreg"
+    assert isinstance(made, torch.openreg.FloatTensor)
+    assert not isinstance(made, torch.openreg.DoubleTensor)
+    assert not isinstance(made.cpu(), torch.openreg.FloatTensor)
+    from_data = torch.openreg.LongTensor([[1, 2], [3, 4]])
+    assert from_data.dtype == torch.int64
+    assert from_data.cpu().tolist() == [[1, 2], [3, 4]]
+    assert torch.openreg.HalfTensor(torch.Size([4])).shape == (4,)
+    assert torch.openreg.BoolTensor().shape == (0,)
+    on_one = torch.openreg.IntTensor(3, device="openreg:1")
+    assert on_one.device == torch.device("openreg", 1)
+    assert isinstance(on_one, torch.openreg.IntTensor)
+    with pytest.raises(ValueError, match="makes openreg tensors"):
+        torch.openreg.FloatTensor(2, device="cpu")
+    # tensor.type() names and converts to them, as for torch.cuda.
+    assert made.type() == "torch.openreg.FloatTensor"
+    converted = made.type("torch.openreg.DoubleTensor")
+    assert converted.dtype == torch.float64 and converted.device.type == "openreg"
+    assert torch.ones(2).type("torch.openreg.ByteTensor").device.type == "openreg"
+
+
+def test_packed_sequence_methods():
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    padded = torch.randn(4, 3, 5)
+    packed = pack_padded_sequence(padded, torch.tensor([4, 2, 1]))
+    on_device = packed.openreg()
+    assert on_device.is_openreg and not packed.is_openreg
+    assert on_device.data.device.type == "openreg"
+    on_one = packed.openreg(1)
+    assert on_one.data.device == torch.device("openreg", 1)
+    back = on_device.to("cpu")
+    assert not back.is_openreg
+    torch.testing.assert_close(back.data, packed.data)
+    # An RNN consumes the packed sequence on the device.
+    rnn = torch.nn.GRU(5, 6).to("openreg")
+    output, _ = rnn(on_device)
+    unpacked, lengths = pad_packed_sequence(output)
+    assert unpacked.device.type == "openreg"
+    assert lengths.tolist() == [4, 2, 1]
