@@ -255,6 +255,13 @@ def test_new_streams_come_from_a_pool_per_device_and_priority():
     low = {torch.openreg.Stream(priority=0) for _ in range(size)}
     high = {torch.openreg.Stream(priority=-1) for _ in range(size)}
     assert not low & high  # each priority has its own streams
+    # The binding behind getStreamFromGlobalPool hands out the same streams.
+    from torch_openreg import _C
+    stream_id, device_index, device_type = _C._stream_from_pool(0, -1)
+    pooled = torch.openreg.Stream(stream_id=stream_id,
+                                  device_index=device_index,
+                                  device_type=device_type)
+    assert pooled in high and pooled.priority == -1
 
 
 def test_generic_torch_streams_share_the_pool():
