@@ -13,18 +13,8 @@ live in this file (ops, training) and in bench/sections_*.py modules.
 
 import argparse
 import os
-import time
 
-
-def timed(fn, repeats, sync=lambda: None):
-    """Seconds per call of fn(), after one warm-up call."""
-    fn()
-    sync()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / repeats
+from timing import compare
 
 
 def small_op_throughput(torch, repeats):
@@ -37,19 +27,17 @@ def small_op_throughput(torch, repeats):
     ]:
         cpu = torch.randn(1024)
         device = cpu.to("openreg")
-        cpu_time = timed(make_op(cpu), repeats)
-        device_time = timed(make_op(device), repeats, torch.openreg.synchronize)
-        rows.append((f"small op {name} (1024 floats)", "CPU eager", cpu_time,
-                     device_time))
+        rows.append((f"small op {name} (1024 floats)", "CPU eager") + compare(
+            make_op(cpu), make_op(device), repeats,
+            device_sync=torch.openreg.synchronize))
     return rows
 
 
 def item_latency(torch, repeats):
     cpu = torch.randn(16)
     device = cpu.to("openreg")
-    return [(".item() round trip", "CPU eager",
-             timed(lambda: cpu[3].item(), repeats),
-             timed(lambda: device[3].item(), repeats))]
+    return [(".item() round trip", "CPU eager") + compare(
+        lambda: cpu[3].item(), lambda: device[3].item(), repeats)]
 
 
 def mlp(torch):
@@ -69,8 +57,7 @@ def cnn(torch):
 
 
 def training_step(torch, build, inputs, repeats):
-    rows = []
-    times = {}
+    steps = {}
     for device in ("cpu", "openreg"):
         torch.manual_seed(0)
         model = build(torch).to(device)
@@ -78,25 +65,25 @@ def training_step(torch, build, inputs, repeats):
         x = inputs.to(device)
         y = torch.randint(0, 10, (inputs.shape[0],)).to(device)
 
-        def step():
+        def step(model=model, optimizer=optimizer, x=x, y=y):
             optimizer.zero_grad()
             loss = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             optimizer.step()
 
-        sync = torch.openreg.synchronize if device == "openreg" else (lambda: None)
-        times[device] = timed(step, repeats, sync)
-    rows.append((f"training step {build.__name__.upper()} batch {inputs.shape[0]}",
-                 "CPU eager", times["cpu"], times["openreg"]))
-    return rows
+        steps[device] = step
+    name = f"training step {build.__name__.upper()} batch {inputs.shape[0]}"
+    return [(name, "CPU eager") + compare(
+        steps["cpu"], steps["openreg"], repeats,
+        device_sync=torch.openreg.synchronize)]
 
 
 def ops_and_training(torch, scale):
     rows = []
-    rows += small_op_throughput(torch, int(3000 * scale) or 1)
-    rows += item_latency(torch, int(2000 * scale) or 1)
-    rows += training_step(torch, mlp, torch.randn(64, 256), int(50 * scale) or 1)
-    rows += training_step(torch, cnn, torch.randn(32, 3, 32, 32), int(20 * scale) or 1)
+    rows += small_op_throughput(torch, int(2000 * scale) or 1)
+    rows += item_latency(torch, int(1000 * scale) or 1)
+    rows += training_step(torch, mlp, torch.randn(64, 256), int(10 * scale) or 1)
+    rows += training_step(torch, cnn, torch.randn(32, 3, 32, 32), int(4 * scale) or 1)
     return rows
 
 

@@ -4,39 +4,15 @@ of a device allocation without the caching allocator against a cache hit.
 """
 
 import ctypes
-import time
+
+from timing import compare, single_call
 
 COPY_BYTES = 64 << 20
 ALLOC_BYTES = 1 << 20
 
 
-def _per_call(fn, repeats, sync):
-    fn()
-    sync()
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / repeats
-
-
-def _best_call(fn, repeats, sync):
-    """Fastest single call of fn() (synchronized): copies are bound by
-    memory bandwidth, which other processes on a small machine disturb, so
-    baseline and openreg are both taken at their best."""
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def copy_bandwidth(torch, scale):
-    repeats = max(3, int(20 * scale))
+    repeats = max(1, int(4 * scale))
     sync = torch.openreg.synchronize
     count = COPY_BYTES // 4
     # Every buffer is touched first, so that no figure includes first-touch
@@ -50,29 +26,31 @@ def copy_bandwidth(torch, scale):
     def plain_memcpy():
         ctypes.memmove(host_b.data_ptr(), host_a.data_ptr(), COPY_BYTES)
 
-    memcpy_time = _best_call(plain_memcpy, repeats, lambda: None)
+    def versus_memcpy(name, copy):
+        # Copies are bound by memory bandwidth, which other processes on a
+        # small machine disturb: both sides are taken at their best call.
+        return (name, "memcpy") + compare(
+            plain_memcpy, copy, repeats, measure=single_call,
+            device_sync=sync)
+
     label = f"{COPY_BYTES >> 20} MiB"
     rows = [
-        (f"H2D {label} pageable", "memcpy", memcpy_time,
-         _best_call(lambda: device.copy_(host_a), repeats, sync)),
-        (f"D2H {label} pageable", "memcpy", memcpy_time,
-         _best_call(lambda: host_b.copy_(device), repeats, sync)),
+        versus_memcpy(f"H2D {label} pageable", lambda: device.copy_(host_a)),
+        versus_memcpy(f"D2H {label} pageable", lambda: host_b.copy_(device)),
     ]
     pinned_a = torch.ones(count).pin_memory()
     pinned_b = torch.zeros(count, pin_memory=True)
     rows += [
-        (f"H2D {label} pinned (non_blocking)", "memcpy", memcpy_time,
-         _best_call(lambda: device.copy_(pinned_a, non_blocking=True),
-                    repeats, sync)),
-        (f"D2H {label} pinned (non_blocking)", "memcpy", memcpy_time,
-         _best_call(lambda: pinned_b.copy_(device, non_blocking=True),
-                    repeats, sync)),
+        versus_memcpy(f"H2D {label} pinned (non_blocking)",
+                      lambda: device.copy_(pinned_a, non_blocking=True)),
+        versus_memcpy(f"D2H {label} pinned (non_blocking)",
+                      lambda: pinned_b.copy_(device, non_blocking=True)),
     ]
     return rows
 
 
 def allocation_cost(torch, scale):
-    repeats = max(20, int(500 * scale))
+    repeats = max(20, int(100 * scale))
     sync = torch.openreg.synchronize
     count = ALLOC_BYTES // 4
 
@@ -93,11 +71,11 @@ def allocation_cost(torch, scale):
 
     label = f"{ALLOC_BYTES >> 20} MiB"
     return [
-        (f"device alloc {label} no cache (empty_cache)", "cache hit",
-         _per_call(cached, repeats, sync), _per_call(uncached, repeats, sync)),
-        (f"pinned host alloc {label} (cached)", "CPU empty",
-         _per_call(pageable, repeats, lambda: None),
-         _per_call(pinned, repeats, lambda: None)),
+        (f"device alloc {label} no cache (empty_cache)", "cache hit") +
+        compare(cached, uncached, repeats, baseline_sync=sync,
+                device_sync=sync),
+        (f"pinned host alloc {label} (cached)", "CPU empty") +
+        compare(pageable, pinned, repeats),
     ]
 
 

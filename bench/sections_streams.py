@@ -13,20 +13,7 @@ with the client's launch cost (tens of microseconds), or the one Python
 thread that submits both workloads is the bottleneck.
 """
 
-import time
-
-
-def _best(fn, repeats, sync):
-    """Fastest synchronized run of fn(): the machine is small and shared."""
-    fn()
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        sync()
-        best = min(best, time.perf_counter() - start)
-    return best
+from timing import compare, single_call
 
 
 def _matmuls(torch, x, count):
@@ -61,12 +48,13 @@ def _one_vs_two(torch, name, work, inputs, repeats, streams_of):
         for stream in (first, second):
             stream.synchronize()
 
-    return (name, "one stream", _best(one_stream, repeats, sync),
-            _best(two_streams, repeats, sync))
+    return (name, "one stream") + compare(
+        one_stream, two_streams, repeats, measure=single_call,
+        baseline_sync=sync, device_sync=sync)
 
 
 def stream_overlap(torch, scale):
-    repeats = max(3, int(10 * scale))
+    repeats = max(1, int(2 * scale))
     rows = []
     # Matmuls of a few ms each (intra-op parallel: they use every core).
     count = 8
@@ -103,9 +91,9 @@ def stream_overlap(torch, scale):
             with torch.openreg.device(x.device):
                 return _matmuls(torch, x, 8)
 
-        one = _best(lambda: [on_its_device(matmul_inputs[0]),
-                             on_its_device(matmul_inputs[1])],
-                    repeats, lambda: torch.openreg.synchronize(0))
+        def one_device():
+            on_its_device(matmul_inputs[0])
+            on_its_device(matmul_inputs[1])
 
         def two_devices():
             with torch.openreg.stream(a):
@@ -117,8 +105,11 @@ def stream_overlap(torch, scale):
             a.synchronize()
             c.synchronize()
 
-        rows.append((f"2 x 8 matmuls {size}: two devices", "one device", one,
-                     _best(two_devices, repeats, sync_both)))
+        rows.append((f"2 x 8 matmuls {size}: two devices", "one device") +
+                    compare(one_device, two_devices, repeats,
+                            measure=single_call,
+                            baseline_sync=lambda: torch.openreg.synchronize(0),
+                            device_sync=sync_both))
     return rows
 
 

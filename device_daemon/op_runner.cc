@@ -114,7 +114,11 @@ class Launch {
     return MakeError(code, absl::StrCat(op_name(), ": ", what));
   }
 
-  absl::StatusOr<at::Tensor> DeviceTensor(const proto::TensorRef& ref);
+  // A CPU tensor over the session memory `ref` names (validated, pinned).
+  // A `growable` tensor's storage may be resized by the kernel: the data
+  // then moves to daemon heap memory (see RunOutVariant).
+  absl::StatusOr<at::Tensor> DeviceTensor(const proto::TensorRef& ref,
+                                          bool growable = false);
   absl::StatusOr<at::Tensor> HostTensor(const proto::HostTensor& host);
   absl::StatusOr<c10::IValue> TensorOrNone(const proto::Argument& argument,
                                            bool allow_none);
@@ -127,6 +131,16 @@ class Launch {
   int ResultDevice() const;
 
   absl::Status CopyToOutputs(const torch::jit::Stack& stack);
+  // Runs a structured op's out= overload on `stack` (the functional
+  // arguments) followed by the launch's outputs: the kernel writes the
+  // results in place. Client outputs are sized by the Meta kernel, which
+  // for structured ops is the out= kernel's own shape logic, so no
+  // growable stand-ins are needed (a resize would fail the launch).
+  absl::Status RunOutVariant(const c10::OperatorHandle& out_variant,
+                             torch::jit::Stack* stack);
+  // Calls the kernel; ops that borrow the daemon's CPU default generator
+  // get it seeded from the launch's draw, under its lock.
+  void Call(const c10::OperatorHandle& handle, torch::jit::Stack* stack);
   // Gives the kernel growable stand-ins for the out= arguments.
   void ReplaceOutArguments(const c10::FunctionSchema& schema,
                            torch::jit::Stack* stack);
@@ -152,23 +166,35 @@ class Launch {
   std::vector<std::pair<size_t, OutArgument>> out_arguments_;
 };
 
-absl::StatusOr<at::Tensor> Launch::DeviceTensor(const proto::TensorRef& ref) {
-  absl::StatusOr<PinnedRange> pinned = session_.PinTensor(ref);
+absl::StatusOr<at::Tensor> Launch::DeviceTensor(const proto::TensorRef& ref,
+                                                bool growable) {
+  TensorExtent extent;
+  absl::StatusOr<PinnedRange> pinned = session_.PinTensor(ref, &extent);
   if (!pinned.ok()) return pinned.status();
   if (absl::Status dtype = CheckTensorDtype(ref.dtype()); !dtype.ok()) {
     return dtype;
   }
   void* data = pinned->data != nullptr ? pinned->data : g_empty_tensor_storage;
-  // The deleter keeps the allocation pinned for as long as ATen holds the
-  // tensor (also when an op returns a view of it).
-  std::shared_ptr<DeviceBuffer> pin = std::move(pinned->buffer);
-  at::Tensor tensor = at::from_blob(
-      data, c10::IntArrayRef(ref.sizes().data(), ref.sizes_size()),
-      c10::IntArrayRef(ref.strides().data(), ref.strides_size()),
-      [pin](void*) {},
-      at::TensorOptions()
-          .dtype(static_cast<at::ScalarType>(ref.dtype()))
-          .device(at::kCPU));
+  // The storage keeps the allocation pinned for as long as ATen holds the
+  // tensor (also when an op returns a view of it). Built directly rather
+  // than with at::from_blob: this is the per-tensor cost of every launch.
+  auto* pin = new std::shared_ptr<DeviceBuffer>(std::move(pinned->buffer));
+  c10::DataPtr data_ptr(
+      data, pin,
+      [](void* context) {
+        delete static_cast<std::shared_ptr<DeviceBuffer>*>(context);
+      },
+      c10::Device(c10::kCPU));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), extent.span_bytes,
+                       std::move(data_ptr),
+                       growable ? c10::GetCPUAllocator() : nullptr,
+                       /*resizable=*/growable);
+  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
+      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
+      c10::scalarTypeToTypeMeta(static_cast<at::ScalarType>(ref.dtype())));
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(
+      c10::IntArrayRef(ref.sizes().data(), ref.sizes_size()),
+      c10::IntArrayRef(ref.strides().data(), ref.strides_size()));
   // Only the ops that handle these bits themselves reach the daemon with
   // them set (the client's Conjugate/Negative fallbacks resolve the rest).
   if (ref.conj()) {
@@ -492,6 +518,63 @@ absl::Status Launch::CopyToOutputs(const torch::jit::Stack& stack) {
   return absl::OkStatus();
 }
 
+void Launch::Call(const c10::OperatorHandle& handle, torch::jit::Stack* stack) {
+  if (!op_.has_default_generator()) {
+    handle.callBoxed(stack);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_default_generator_mutex);
+  at::Generator cpu_default = at::detail::getDefaultCPUGenerator();
+  {
+    std::lock_guard<std::mutex> seed_lock(cpu_default.mutex());
+    cpu_default.set_current_seed(EngineSeed(op_.default_generator()));
+  }
+  handle.callBoxed(stack);
+}
+
+absl::Status Launch::RunOutVariant(const c10::OperatorHandle& out_variant,
+                                   torch::jit::Stack* stack) {
+  // Some out= kernels resize their output on the way (mse_loss.out with a
+  // reduction first writes the elementwise loss into it): the outputs are
+  // growable, and one whose memory moved is copied back below.
+  std::vector<const void*> client_memory;
+  client_memory.reserve(op_.outputs_size());
+  for (const proto::TensorRef& output : op_.outputs()) {
+    absl::StatusOr<at::Tensor> tensor = DeviceTensor(output, /*growable=*/true);
+    if (!tensor.ok()) return tensor.status();
+    client_memory.push_back(tensor->data_ptr());
+    stack->push_back(*std::move(tensor));
+  }
+  Call(out_variant, stack);
+  if (stack->size() != client_memory.size()) {
+    return Fail(proto::INTERNAL,
+                absl::StrCat("the out= overload returned ", stack->size(),
+                             " values for ", client_memory.size(), " outputs"));
+  }
+  for (size_t i = 0; i < client_memory.size(); ++i) {
+    const at::Tensor& result = (*stack)[i].toTensor();
+    const proto::TensorRef& ref = op_.outputs(static_cast<int>(i));
+    if (result.data_ptr() == client_memory[i] &&
+        result.sizes() ==
+            c10::IntArrayRef(ref.sizes().data(), ref.sizes_size()) &&
+        result.strides() ==
+            c10::IntArrayRef(ref.strides().data(), ref.strides_size())) {
+      continue;  // written in place
+    }
+    absl::StatusOr<at::Tensor> destination = DeviceTensor(ref);
+    if (!destination.ok()) return destination.status();
+    if (destination->sizes() != result.sizes()) {
+      return Fail(proto::KERNEL_FAILURE,
+                  absl::StrCat("output ", i, " has shape ",
+                               ShapeString(destination->sizes()),
+                               " but the kernel produced ",
+                               ShapeString(result.sizes())));
+    }
+    destination->copy_(result);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Launch::StoreTensor(const at::Tensor& tensor,
                                  proto::Argument* out) {
   if (!tensor.defined()) {
@@ -721,28 +804,10 @@ absl::Status Launch::Run(uint64_t sequence) {
   }
   if (!op_.synchronous() && resolved->out_variant.has_value() &&
       static_cast<size_t>(op_.outputs_size()) == schema->returns().size()) {
-    // Write straight into the outputs; CopyToOutputs then finds them in
-    // place (or copies, if the kernel had to move a stand-in).
-    for (const proto::TensorRef& output : op_.outputs()) {
-      absl::StatusOr<at::Tensor> tensor = DeviceTensor(output);
-      if (!tensor.ok()) return tensor.status();
-      stack->push_back(*std::move(tensor));
-    }
-    handle = &*resolved->out_variant;
-    schema = &handle->schema();
+    return RunOutVariant(*resolved->out_variant, &*stack);
   }
   ReplaceOutArguments(*schema, &*stack);
-  if (op_.has_default_generator()) {
-    std::lock_guard<std::mutex> lock(g_default_generator_mutex);
-    at::Generator cpu_default = at::detail::getDefaultCPUGenerator();
-    {
-      std::lock_guard<std::mutex> seed_lock(cpu_default.mutex());
-      cpu_default.set_current_seed(EngineSeed(op_.default_generator()));
-    }
-    handle->callBoxed(&*stack);
-  } else {
-    handle->callBoxed(&*stack);
-  }
+  Call(*handle, &*stack);
   if (op_.synchronous()) {
     FinishOutArguments();
     return WriteReply(*schema, *stack, sequence);

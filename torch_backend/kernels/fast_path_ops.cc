@@ -31,6 +31,12 @@ const c10::OperatorHandle& ReluOp() {
   return op;
 }
 
+const c10::OperatorHandle& ClampMinOp() {
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("aten::clamp_min", "");
+  return op;
+}
+
 bool FastPathApplies(const at::Tensor& self) {
   const at::ScalarType dtype = self.scalar_type();
   // CPU's relu rejects bool and complex: the fallback's Meta call reports
@@ -49,8 +55,8 @@ at::Tensor ReluFastPath(const at::Tensor& self) {
   const c10::DeviceGuard guard(self.device());
   at::Tensor output =
       at::empty_strided(self.sizes(), self.strides(), self.options());
-  const std::vector<c10::IValue> arguments{self};
-  LaunchAsync(ReluOp(), arguments, {output}, self.device().index());
+  const std::vector<c10::IValue> arguments{self, c10::Scalar(0)};
+  LaunchAsync(ClampMinOp(), arguments, {output}, self.device().index());
   g_fast_path_launches.fetch_add(1, std::memory_order_relaxed);
   return output;
 }
