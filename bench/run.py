@@ -28,7 +28,7 @@ def small_op_throughput(torch, repeats):
         cpu = torch.randn(1024)
         device = cpu.to("openreg")
         rows.append((f"small op {name} (1024 floats)", "CPU eager") + compare(
-            make_op(cpu), make_op(device), repeats,
+            make_op(cpu), make_op(device), repeats, rounds=15,
             device_sync=torch.openreg.synchronize))
     return rows
 
@@ -37,7 +37,8 @@ def item_latency(torch, repeats):
     cpu = torch.randn(16)
     device = cpu.to("openreg")
     return [(".item() round trip", "CPU eager") + compare(
-        lambda: cpu[3].item(), lambda: device[3].item(), repeats)]
+        lambda: cpu[3].item(), lambda: device[3].item(), repeats,
+        rounds=15)]
 
 
 def mlp(torch):
@@ -80,8 +81,8 @@ def training_step(torch, build, inputs, repeats):
 
 def ops_and_training(torch, scale):
     rows = []
-    rows += small_op_throughput(torch, int(2000 * scale) or 1)
-    rows += item_latency(torch, int(1000 * scale) or 1)
+    rows += small_op_throughput(torch, int(500 * scale) or 1)
+    rows += item_latency(torch, int(300 * scale) or 1)
     rows += training_step(torch, mlp, torch.randn(64, 256), int(10 * scale) or 1)
     rows += training_step(torch, cnn, torch.randn(32, 3, 32, 32), int(4 * scale) or 1)
     return rows

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -89,8 +88,7 @@ grpc::Status ControlService::GetDeviceProperties(
   properties->set_index(request->device());
   properties->set_name("openreg emulated device");
   properties->set_total_memory(devices_->memory_per_device());
-  properties->set_multiprocessor_count(
-      static_cast<int32_t>(std::max(1u, std::thread::hardware_concurrency())));
+  properties->set_multiprocessor_count(devices_->multiprocessors());
   properties->set_major(1);
   properties->set_minor(0);
   return grpc::Status::OK;

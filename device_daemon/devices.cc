@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<Devices>> Devices::Create(
         "device count must be between 1 and ", kMaxDevices, ", got ", count));
   }
   std::unique_ptr<Devices> devices(new Devices());
+  devices->multiprocessors_ = multiprocessors;
   for (int device = 0; device < count; ++device) {
     absl::StatusOr<std::unique_ptr<ArenaAllocator>> arena =
         ArenaAllocator::Create(device, memory_per_device);

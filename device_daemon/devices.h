@@ -34,6 +34,8 @@ class Devices {
 
   int count() const { return static_cast<int>(arenas_.size()); }
   uint64_t memory_per_device() const { return memory_per_device_; }
+  // Execution slots per device, reported as its multiprocessor count.
+  int multiprocessors() const { return multiprocessors_; }
   bool IsValid(int device) const { return device >= 0 && device < count(); }
 
   // Only for IsValid(device).
@@ -45,6 +47,7 @@ class Devices {
   Devices() = default;
 
   uint64_t memory_per_device_ = 0;
+  int multiprocessors_ = 0;
   std::vector<std::unique_ptr<ArenaAllocator>> arenas_;
   std::vector<std::unique_ptr<DeviceCounters>> counters_;
   std::vector<std::unique_ptr<ExecutionGate>> gates_;

@@ -281,6 +281,13 @@ def test_generic_torch_streams_share_the_pool():
 # ---- Device capability ------------------------------------------------------
 
 
+def test_multiprocessor_count_is_the_execution_slot_count():
+    # This module's daemon runs with OPENREG_MULTIPROCESSORS=1.
+    for device in range(torch.openreg.device_count()):
+        properties = torch.openreg.get_device_properties(device)
+        assert properties.multi_processor_count == 1
+
+
 def test_get_device_capability():
     properties = torch.openreg.get_device_properties()
     expected = (properties.major, properties.minor)
