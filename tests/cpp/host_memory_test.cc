@@ -20,21 +20,15 @@ using ::testing::HasSubstr;
 class HostMemoryTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    directory_ = new std::string(MakeSocketDirectory());
-    ASSERT_FALSE(directory_->empty());
-    const std::string socket = *directory_ + "/daemon.sock";
-    daemon_ = new TestDaemon;
+    daemon_ = new SuiteDaemon;
     absl::Status started =
-        daemon_->Start(socket, {"--devices=1", "--memory_per_device=64MiB"});
+        daemon_->Start({"--devices=1", "--memory_per_device=64MiB"});
     ASSERT_TRUE(started.ok()) << started;
-    UseSocket(socket);
   }
 
   static void TearDownTestSuite() {
     EXPECT_EQ(Shutdown(), Error::kSuccess) << GetLastErrorMessage();
     delete daemon_;  // stops it by pid
-    RemoveSocketDirectory(*directory_);
-    delete directory_;
   }
 
   void SetUp() override {
@@ -42,12 +36,10 @@ class HostMemoryTest : public ::testing::Test {
     GetLastError();
   }
 
-  static std::string* directory_;
-  static TestDaemon* daemon_;
+  static SuiteDaemon* daemon_;
 };
 
-std::string* HostMemoryTest::directory_ = nullptr;
-TestDaemon* HostMemoryTest::daemon_ = nullptr;
+SuiteDaemon* HostMemoryTest::daemon_ = nullptr;
 
 TEST_F(HostMemoryTest, AllocGetRegionFree) {
   void* host = nullptr;

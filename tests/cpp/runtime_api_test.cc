@@ -39,22 +39,16 @@ std::vector<uint8_t> Pattern(size_t bytes, uint32_t seed) {
 class RuntimeApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    directory_ = new std::string(MakeSocketDirectory());
-    ASSERT_FALSE(directory_->empty());
-    const std::string socket = *directory_ + "/daemon.sock";
-    daemon_ = new TestDaemon;
-    absl::Status started = daemon_->Start(
-        socket, {"--devices=2",
-                 absl::StrCat("--memory_per_device=", kMemoryPerDevice)});
+    daemon_ = new SuiteDaemon;
+    absl::Status started =
+        daemon_->Start({"--devices=2", absl::StrCat("--memory_per_device=",
+                                                    kMemoryPerDevice)});
     ASSERT_TRUE(started.ok()) << started;
-    UseSocket(socket);
   }
 
   static void TearDownTestSuite() {
     EXPECT_EQ(Shutdown(), Error::kSuccess) << GetLastErrorMessage();
     delete daemon_;  // stops it by pid
-    RemoveSocketDirectory(*directory_);
-    delete directory_;
   }
 
   void SetUp() override {
@@ -71,12 +65,10 @@ class RuntimeApiTest : public ::testing::Test {
     return pointer;
   }
 
-  static std::string* directory_;
-  static TestDaemon* daemon_;
+  static SuiteDaemon* daemon_;
 };
 
-std::string* RuntimeApiTest::directory_ = nullptr;
-TestDaemon* RuntimeApiTest::daemon_ = nullptr;
+SuiteDaemon* RuntimeApiTest::daemon_ = nullptr;
 
 // ---- Devices ----------------------------------------------------------
 

@@ -70,6 +70,22 @@ void UseSocket(const std::string& socket_path) {
   setenv("OPENREG_AUTOSPAWN", "0", 1);
 }
 
+SuiteDaemon::~SuiteDaemon() {
+  if (daemon_.running()) daemon_.Stop();
+  if (!directory_.empty()) RemoveSocketDirectory(directory_);
+}
+
+absl::Status SuiteDaemon::Start(const std::vector<std::string>& flags) {
+  directory_ = MakeSocketDirectory();
+  if (directory_.empty()) {
+    return absl::InternalError("cannot create a socket directory in /tmp");
+  }
+  const std::string socket = directory_ + "/daemon.sock";
+  absl::Status started = daemon_.Start(socket, flags);
+  if (started.ok()) UseSocket(socket);
+  return started;
+}
+
 TestDaemon::~TestDaemon() {
   if (running()) Stop();
 }

@@ -54,6 +54,25 @@ class TestDaemon {
   std::string log_path_;
 };
 
+// One daemon for a whole test suite: a fresh socket directory, the daemon
+// started there with `flags`, and the runtime client pointed at it.
+// Destruction stops the daemon by pid and removes the directory (shut the
+// runtime client down first).
+class SuiteDaemon {
+ public:
+  SuiteDaemon() = default;
+  SuiteDaemon(const SuiteDaemon&) = delete;
+  SuiteDaemon& operator=(const SuiteDaemon&) = delete;
+  ~SuiteDaemon();
+
+  absl::Status Start(const std::vector<std::string>& flags);
+  bool running() const { return daemon_.running(); }
+
+ private:
+  std::string directory_;
+  TestDaemon daemon_;
+};
+
 }  // namespace openreg
 
 #endif  // OPENREG_TESTS_CPP_RUNTIME_TEST_DAEMON_H_
