@@ -38,11 +38,10 @@ def single_call(fn, repeats, sync=no_sync):
 def compare(baseline, device, repeats, rounds=5, measure=per_call,
             baseline_sync=no_sync, device_sync=no_sync):
     """(baseline seconds, device seconds) per call: `rounds` alternating
-    rounds of `measure` on each side after a warm-up call, best round each."""
-    baseline()
-    baseline_sync()
-    device()
-    device_sync()
+    rounds of `measure` on each side after an untimed warm-up round (caches,
+    lazily created streams and threads), best round each."""
+    measure(baseline, repeats, baseline_sync)
+    measure(device, repeats, device_sync)
     baseline_best = device_best = float("inf")
     for _ in range(rounds):
         baseline_best = min(baseline_best,
