@@ -75,6 +75,9 @@ std::optional<size_t> AliasedArgument(const c10::FunctionSchema& schema,
 // What the fallback needs to know about an op's schema, worked out at its
 // first call instead of on every call.
 struct OpPlan {
+  // The operator planned for: a schema's address can be reused by another
+  // operator once a Python library that registered one is destroyed.
+  c10::OperatorName name{"", ""};
   bool host_indices = false;
   bool returns_only_tensors = false;
   bool returns_view = false;
@@ -86,6 +89,7 @@ struct OpPlan {
 OpPlan MakePlan(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   OpPlan plan;
+  plan.name = op.operator_name();
   plan.host_indices = AcceptsHostIndexTensors(op.operator_name());
   plan.returns_only_tensors = ReturnsOnlyTensors(schema);
   plan.returns_view = ReturnsAView(schema);
@@ -104,7 +108,11 @@ const OpPlan& PlanFor(const c10::OperatorHandle& op) {
   thread_local absl::node_hash_map<const c10::FunctionSchema*, OpPlan> plans;
   const c10::FunctionSchema* key = &op.schema();
   auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, MakePlan(op)).first;
+  if (it == plans.end()) {
+    it = plans.emplace(key, MakePlan(op)).first;
+  } else if (!(it->second.name == op.operator_name())) {
+    it->second = MakePlan(op);
+  }
   return it->second;
 }
 
@@ -206,7 +214,12 @@ std::shared_ptr<const MetaResult> RunMeta(const c10::OperatorHandle& op,
   thread_local std::string key;
   const bool cacheable = BuildMetaCacheKey(op, arguments, keep_storage, &key);
   if (cacheable) {
-    if (std::shared_ptr<const MetaResult> hit = FindMetaResult(key)) {
+    std::shared_ptr<const MetaResult> hit = FindMetaResult(key);
+    // The key names the op by its schema's address, which a destroyed
+    // Python library can hand to another op: a hit must fit this schema.
+    if (hit != nullptr &&
+        (hit->unavailable ||
+         hit->outputs.size() == op.schema().returns().size())) {
       return hit->unavailable ? nullptr : hit;
     }
   }
