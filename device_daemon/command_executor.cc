@@ -38,6 +38,20 @@ absl::StatusOr<char*> StagingRange(const Session& session, uint64_t offset,
   return session.staging() + offset;
 }
 
+// The host side of a copy: a pinned region the client registered (kept
+// mapped through `pinned` while the copy runs), or else staging.
+absl::StatusOr<char*> HostSide(const Session& session,
+                               const proto::HostRange* host,
+                               uint64_t staging_offset, uint64_t size,
+                               PinnedHostRange* pinned) {
+  if (host == nullptr) return StagingRange(session, staging_offset, size);
+  absl::StatusOr<PinnedHostRange> range =
+      session.PinHostRange(host->region(), host->offset(), size);
+  if (!range.ok()) return range.status();
+  *pinned = *std::move(range);
+  return pinned->data;
+}
+
 }  // namespace
 
 std::string CommandName(const proto::Command& command) {
@@ -108,25 +122,15 @@ absl::Status CommandExecutor::Execute(const StreamContext& context,
 absl::Status CommandExecutor::CopyHostToDevice(
     const StreamContext& context, const proto::CopyHostToDevice& copy) {
   const Session& session = *context.session;
-  // The host side: a pinned region the client registered, or staging.
   PinnedHostRange pinned_source;
-  const char* source = nullptr;
-  if (copy.has_host()) {
-    absl::StatusOr<PinnedHostRange> range = session.PinHostRange(
-        copy.host().region(), copy.host().offset(), copy.size());
-    if (!range.ok()) return range.status();
-    pinned_source = *std::move(range);
-    source = pinned_source.data;
-  } else {
-    absl::StatusOr<char*> staged =
-        StagingRange(session, copy.staging_offset(), copy.size());
-    if (!staged.ok()) return staged.status();
-    source = *staged;
-  }
+  absl::StatusOr<char*> source =
+      HostSide(session, copy.has_host() ? &copy.host() : nullptr,
+               copy.staging_offset(), copy.size(), &pinned_source);
+  if (!source.ok()) return source.status();
   absl::StatusOr<PinnedRange> destination =
       session.PinRange(copy.dst(), copy.size());
   if (!destination.ok()) return destination.status();
-  if (copy.size() != 0) std::memcpy(destination->data, source, copy.size());
+  if (copy.size() != 0) std::memcpy(destination->data, *source, copy.size());
   devices_->counters(context.device).copies_executed.fetch_add(1);
   return absl::OkStatus();
 }
@@ -138,20 +142,11 @@ absl::Status CommandExecutor::CopyDeviceToHost(
       session.PinRange(copy.src(), copy.size());
   if (!source.ok()) return source.status();
   PinnedHostRange pinned_destination;
-  char* destination = nullptr;
-  if (copy.has_host()) {
-    absl::StatusOr<PinnedHostRange> range = session.PinHostRange(
-        copy.host().region(), copy.host().offset(), copy.size());
-    if (!range.ok()) return range.status();
-    pinned_destination = *std::move(range);
-    destination = pinned_destination.data;
-  } else {
-    absl::StatusOr<char*> staged =
-        StagingRange(session, copy.staging_offset(), copy.size());
-    if (!staged.ok()) return staged.status();
-    destination = *staged;
-  }
-  if (copy.size() != 0) std::memcpy(destination, source->data, copy.size());
+  absl::StatusOr<char*> destination =
+      HostSide(session, copy.has_host() ? &copy.host() : nullptr,
+               copy.staging_offset(), copy.size(), &pinned_destination);
+  if (!destination.ok()) return destination.status();
+  if (copy.size() != 0) std::memcpy(*destination, source->data, copy.size());
   devices_->counters(context.device).copies_executed.fetch_add(1);
   return absl::OkStatus();
 }
