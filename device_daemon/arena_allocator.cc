@@ -12,7 +12,7 @@
 #include "device_daemon/byte_size.h"
 #include "device_daemon/errors.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 constexpr uint64_t AlignUp(uint64_t value, uint64_t alignment) {
@@ -185,4 +185,4 @@ uint64_t ArenaAllocator::LargestFreeBlock() const {
   return free_by_size_.empty() ? 0 : free_by_size_.rbegin()->first;
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 struct ArenaStats {
   uint64_t capacity = 0;
@@ -92,6 +92,6 @@ class ArenaAllocator {
   uint64_t allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_ARENA_ALLOCATOR_H_

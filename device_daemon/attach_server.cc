@@ -17,7 +17,7 @@
 #include "device_daemon/log.h"
 #include "protos/control.pb.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 // A client must send its hello this soon after connecting.
@@ -229,4 +229,4 @@ void AttachServer::Disconnect(int fd, const char* reason) {
   close(fd);
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

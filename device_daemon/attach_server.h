@@ -21,7 +21,7 @@
 #include "data_plane/attach_protocol.h"
 #include "device_daemon/session_registry.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 class AttachServer {
  public:
@@ -62,6 +62,6 @@ class AttachServer {
   std::map<int, Connection> connections_;  // only touched by the thread
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_ATTACH_SERVER_H_

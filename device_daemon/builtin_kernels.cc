@@ -16,7 +16,7 @@
 #include <optional>
 #include <tuple>
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 // Gates with both biases added (when given), as CUDA's kernels add them.
@@ -165,4 +165,4 @@ TORCH_LIBRARY_IMPL(aten, CPU, m) {
   m.impl("_thnn_fused_gru_cell_backward", TORCH_FN(FusedGruCellBackward));
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 struct Unit {
@@ -94,4 +94,4 @@ std::string FormatByteSize(uint64_t bytes) {
   return absl::StrFormat("%.2f %s", value, kNames[index]);
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

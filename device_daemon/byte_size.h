@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 // Parses a number of bytes with an optional binary unit: B, K/KiB, M/MiB,
 // G/GiB, T/TiB (case-insensitive, all powers of 1024). A fractional number
@@ -20,6 +20,6 @@ absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 // "2.00 GiB", "512.00 MiB", "100 B": for messages, not for parsing back.
 std::string FormatByteSize(uint64_t bytes);
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_BYTE_SIZE_H_

@@ -11,7 +11,7 @@
 #include "device_daemon/errors.h"
 #include "device_daemon/session.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 // Long waits are cut into slices of this length so that teardown is
@@ -260,4 +260,4 @@ absl::Status CommandExecutor::Launch(const StreamContext& context,
   return status;
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -15,7 +15,7 @@
 #include "device_daemon/stream_context.h"
 #include "protos/commands.pb.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 // A short name for error records: "copy_host_to_device", "aten::add.Tensor".
 std::string CommandName(const proto::Command& command);
@@ -60,6 +60,6 @@ class CommandExecutor {
   std::atomic<FaultHook*> fault_hook_;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_COMMAND_EXECUTOR_H_

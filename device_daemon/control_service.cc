@@ -7,9 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "data_plane/session_layout.h"
+#include "data_plane/version.h"
 #include "device_daemon/errors.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 absl::Status InvalidDevice(int device, int count) {
@@ -42,7 +43,7 @@ grpc::Status ControlService::Handshake(grpc::ServerContext*,
                                        const proto::HandshakeRequest* request,
                                        proto::HandshakeReply* reply) {
   reply->set_protocol_version(kProtocolVersion);
-  reply->set_daemon_version(kDaemonVersion);
+  reply->set_daemon_version(kOpenregVersion);
   reply->set_device_count(devices_->count());
   reply->set_daemon_pid(static_cast<int32_t>(getpid()));
   reply->set_attach_socket(attach_socket_);
@@ -111,15 +112,6 @@ grpc::Status ControlService::Allocate(grpc::ServerContext*,
                 reply->set_address(*address);
                 return absl::OkStatus();
               });
-  return grpc::Status::OK;
-}
-
-grpc::Status ControlService::Free(grpc::ServerContext*,
-                                  const proto::FreeRequest* request,
-                                  proto::FreeReply* reply) {
-  WithSession(
-      registry_, request->session(), reply->mutable_status(),
-      [&](Session& session) { return session.Free(request->address()); });
   return grpc::Status::OK;
 }
 
@@ -223,4 +215,4 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

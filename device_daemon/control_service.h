@@ -13,10 +13,7 @@
 #include "device_daemon/session_registry.h"
 #include "protos/control.grpc.pb.h"
 
-namespace openreg {
-
-// Reported in HandshakeReply.daemon_version.
-inline constexpr char kDaemonVersion[] = "0.1.0";
+namespace openreg::daemon {
 
 class ControlService final : public proto::DeviceDaemon::Service {
  public:
@@ -37,9 +34,6 @@ class ControlService final : public proto::DeviceDaemon::Service {
   grpc::Status Allocate(grpc::ServerContext* context,
                         const proto::AllocateRequest* request,
                         proto::AllocateReply* reply) override;
-  grpc::Status Free(grpc::ServerContext* context,
-                    const proto::FreeRequest* request,
-                    proto::FreeReply* reply) override;
   grpc::Status CreateStream(grpc::ServerContext* context,
                             const proto::CreateStreamRequest* request,
                             proto::CreateStreamReply* reply) override;
@@ -70,6 +64,6 @@ class ControlService final : public proto::DeviceDaemon::Service {
   const std::string attach_socket_;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_CONTROL_SERVICE_H_

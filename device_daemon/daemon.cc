@@ -16,10 +16,10 @@
 #include "data_plane/attach_protocol.h"
 #include "device_daemon/byte_size.h"
 #include "device_daemon/log.h"
-#include "device_daemon/socket_path.h"
+#include "device_daemon/socket_directory.h"
 #include "grpcpp/grpcpp.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 // How often Run() re-checks the idle limit.
@@ -34,7 +34,7 @@ void RemoveIfPresent(const std::string& path) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
-    const DaemonOptions& options) {
+    const DaemonOptions& options, std::unique_ptr<OpRunner> op_runner) {
   if (options.socket_path.empty()) {
     return absl::InvalidArgumentError("no socket path");
   }
@@ -52,7 +52,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       Devices::Create(options.devices, options.memory_per_device);
   if (!devices.ok()) return devices.status();
   daemon->devices_ = *std::move(devices);
-  daemon->op_runner_ = std::make_unique<OpRunner>();
+  daemon->op_runner_ = std::move(op_runner);
   daemon->executor_ = std::make_unique<CommandExecutor>(
       daemon->devices_.get(), daemon->op_runner_.get());
   daemon->registry_ = std::make_unique<SessionRegistry>(
@@ -153,4 +153,4 @@ void Daemon::Shutdown() {
   unlink(options_.socket_path.c_str());
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -24,7 +24,7 @@ namespace grpc {
 class Server;
 }  // namespace grpc
 
-namespace openreg {
+namespace openreg::daemon {
 
 struct DaemonOptions {
   int devices = 2;
@@ -39,9 +39,10 @@ class Daemon {
  public:
   // Takes the single-instance lock, removes stale socket files, reserves
   // device memory and starts both servers. Fails with kAlreadyExists when
-  // another daemon serves the socket.
+  // another daemon serves the socket. `op_runner` runs the ops of every
+  // session (AtenOpRunner in the real daemon).
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(
-      const DaemonOptions& options);
+      const DaemonOptions& options, std::unique_ptr<OpRunner> op_runner);
 
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -80,6 +81,6 @@ class Daemon {
   bool shut_down_ = false;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_DAEMON_H_

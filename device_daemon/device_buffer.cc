@@ -2,7 +2,7 @@
 
 #include "device_daemon/log.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 absl::StatusOr<std::shared_ptr<DeviceBuffer>> DeviceBuffer::Allocate(
     ArenaAllocator* arena, uint64_t size) {
@@ -24,4 +24,4 @@ DeviceBuffer::~DeviceBuffer() {
   }
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

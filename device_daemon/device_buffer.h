@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "device_daemon/arena_allocator.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 class DeviceBuffer {
  public:
@@ -46,6 +46,6 @@ class DeviceBuffer {
   char* const data_;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_DEVICE_BUFFER_H_

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "data_plane/device_address.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 int DefaultMultiprocessorCount() {
   // $OPENREG_MULTIPROCESSORS lets tests and experiments fix the count (and
@@ -43,4 +43,4 @@ absl::StatusOr<std::unique_ptr<Devices>> Devices::Create(
   return devices;
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -13,7 +13,7 @@
 #include "device_daemon/arena_allocator.h"
 #include "device_daemon/execution_gate.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 struct DeviceCounters {
   std::atomic<uint64_t> kernels_executed{0};
@@ -53,6 +53,6 @@ class Devices {
   std::vector<std::unique_ptr<ExecutionGate>> gates_;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_DEVICES_H_

@@ -2,11 +2,7 @@
 
 #include <algorithm>
 
-namespace openreg {
-
-int ClampStreamPriority(int priority) {
-  return std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
-}
+namespace openreg::daemon {
 
 ExecutionGate::ExecutionGate(int slots) : slots_(std::max(1, slots)) {}
 
@@ -48,4 +44,4 @@ int ExecutionGate::waiting() const {
   return static_cast<int>(waiting_.size());
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

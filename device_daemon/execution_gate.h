@@ -17,15 +17,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "data_plane/stream_priority.h"
 
-namespace openreg {
-
-// Stream priorities, as PyTorch exposes CUDA's: 0 is the default and lowest,
-// -3 the highest; values outside are clamped (as cudaStreamCreateWithPriority
-// does).
-inline constexpr int kLeastStreamPriority = 0;
-inline constexpr int kGreatestStreamPriority = -3;
-int ClampStreamPriority(int priority);
+namespace openreg::daemon {
 
 class ExecutionGate {
  public:
@@ -79,6 +73,6 @@ class ExecutionSlot {
   const bool held_;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_EXECUTION_GATE_H_

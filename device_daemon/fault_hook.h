@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "protos/commands.pb.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 class Session;
 
@@ -33,6 +33,6 @@ class NoFaults : public FaultHook {
   }
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_FAULT_HOOK_H_

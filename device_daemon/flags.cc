@@ -5,11 +5,11 @@
 #include "absl/strings/str_join.h"
 #include "data_plane/device_address.h"
 #include "device_daemon/byte_size.h"
-#include "device_daemon/socket_path.h"
+#include "data_plane/socket_path.h"
 
 ABSL_FLAG(int, devices, 2, "Number of emulated devices (1 to 64).");
-ABSL_FLAG(openreg::ByteSizeFlag, memory_per_device,
-          openreg::ByteSizeFlag{2ull << 30},
+ABSL_FLAG(openreg::daemon::ByteSizeFlag, memory_per_device,
+          openreg::daemon::ByteSizeFlag{2ull << 30},
           "Memory of each device: bytes or a size with a binary unit "
           "(K, M, G, T, KiB, MiB, GiB, TiB), e.g. 2GiB.");
 ABSL_FLAG(std::string, socket, "",
@@ -22,12 +22,12 @@ ABSL_FLAG(int64_t, idle_exit_seconds, 0,
 ABSL_FLAG(std::string, log_level, "warning",
           "error, warning, info (adds attach/detach) or debug (adds "
           "per-command failures).");
-ABSL_FLAG(openreg::KernelLibrariesFlag, kernel_library, {},
+ABSL_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library, {},
           "A shared library to dlopen at startup, before serving; its "
           "TORCH_LIBRARY / TORCH_LIBRARY_IMPL(ns, CPU, m) registrations "
           "become kernels the daemon runs for openreg tensors. Repeatable.");
 
-namespace openreg {
+namespace openreg::daemon {
 
 // A device needs room for at least one aligned block per stream; smaller
 // values are certainly typos.
@@ -105,4 +105,4 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
   return config;
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

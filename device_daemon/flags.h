@@ -12,7 +12,7 @@
 #include "device_daemon/daemon.h"
 #include "device_daemon/log.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 // A flag value such as "2GiB" (see ParseByteSize), parsed when the command
 // line is, so that a bad value is reported like any other flag error.
@@ -42,13 +42,13 @@ struct DaemonConfig {
 };
 absl::StatusOr<DaemonConfig> ConfigFromFlags();
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 ABSL_DECLARE_FLAG(int, devices);
-ABSL_DECLARE_FLAG(openreg::ByteSizeFlag, memory_per_device);
+ABSL_DECLARE_FLAG(openreg::daemon::ByteSizeFlag, memory_per_device);
 ABSL_DECLARE_FLAG(std::string, socket);
 ABSL_DECLARE_FLAG(int64_t, idle_exit_seconds);
 ABSL_DECLARE_FLAG(std::string, log_level);
-ABSL_DECLARE_FLAG(openreg::KernelLibrariesFlag, kernel_library);
+ABSL_DECLARE_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library);
 
 #endif  // OPENREG_DEVICE_DAEMON_FLAGS_H_

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "device_daemon/errors.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 class FdCloser {
@@ -85,4 +85,4 @@ absl::StatusOr<std::shared_ptr<HostRegion>> HostRegion::Open(pid_t pid,
 
 HostRegion::~HostRegion() { munmap(data_, size_); }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

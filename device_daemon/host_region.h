@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 // Largest single region (the client's own memory; this only rejects
 // nonsense sizes before mmap).
@@ -44,6 +44,6 @@ class HostRegion {
   const uint64_t size_;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_HOST_REGION_H_

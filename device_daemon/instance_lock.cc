@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 absl::StatusOr<InstanceLock> InstanceLock::Acquire(
     const std::string& socket_path) {
@@ -64,4 +64,4 @@ InstanceLock::~InstanceLock() {
   if (fd_ >= 0) close(fd_);
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

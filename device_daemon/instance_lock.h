@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 class InstanceLock {
  public:
@@ -30,6 +30,6 @@ class InstanceLock {
   int fd_ = -1;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_INSTANCE_LOCK_H_

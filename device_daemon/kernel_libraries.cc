@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 absl::Status LoadKernelLibraries(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
@@ -20,4 +20,4 @@ absl::Status LoadKernelLibraries(const std::vector<std::string>& paths) {
   return absl::OkStatus();
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 // dlopens each library (RTLD_NOW, so that a missing symbol fails here and
 // not in the middle of a kernel; RTLD_GLOBAL, so that libraries can use each
@@ -18,6 +18,6 @@ namespace openreg {
 // dlerror()'s message; libraries loaded before it stay loaded.
 absl::Status LoadKernelLibraries(const std::vector<std::string>& paths);
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_KERNEL_LIBRARIES_H_

@@ -5,7 +5,7 @@
 
 #include "absl/strings/ascii.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 std::atomic<int> g_log_level{static_cast<int>(LogLevel::kWarning)};
@@ -40,4 +40,4 @@ void WriteLogLine(LogLevel level, absl::string_view message) {
                static_cast<int>(message.size()), message.data());
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

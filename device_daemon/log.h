@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 enum class LogLevel { kError = 0, kWarning = 1, kInfo = 2, kDebug = 3 };
 
@@ -30,6 +30,6 @@ void Log(LogLevel level, const Pieces&... pieces) {
   if (LogEnabled(level)) WriteLogLine(level, absl::StrCat(pieces...));
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_LOG_H_

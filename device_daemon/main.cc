@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "device_daemon/aten_op_runner.h"
 #include "device_daemon/daemon.h"
 #include "device_daemon/flags.h"
 #include "device_daemon/kernel_libraries.h"
@@ -28,17 +29,17 @@ int main(int argc, char** argv) {
   // Debian's Abseil is built without NDEBUG: deadlock detection would run
   // on every Mutex operation of the per-command path.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  absl::StatusOr<openreg::DaemonConfig> config = openreg::ConfigFromFlags();
+  absl::StatusOr<openreg::daemon::DaemonConfig> config = openreg::daemon::ConfigFromFlags();
   if (!config.ok()) {
     std::fprintf(stderr, "openreg-daemon: %s\n",
                  std::string(config.status().message()).c_str());
     return 2;
   }
-  openreg::SetLogLevel(config->log_level);
+  openreg::daemon::SetLogLevel(config->log_level);
   // Before any socket exists: a client never sees a daemon that lacks the
   // kernels it was started with, and a bad library is a startup error.
   if (absl::Status loaded =
-          openreg::LoadKernelLibraries(config->kernel_libraries);
+          openreg::daemon::LoadKernelLibraries(config->kernel_libraries);
       !loaded.ok()) {
     std::fprintf(stderr, "openreg-daemon: %s\n",
                  std::string(loaded.message()).c_str());
@@ -62,8 +63,9 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  absl::StatusOr<std::unique_ptr<openreg::Daemon>> daemon =
-      openreg::Daemon::Start(config->options);
+  absl::StatusOr<std::unique_ptr<openreg::daemon::Daemon>> daemon =
+      openreg::daemon::Daemon::Start(
+          config->options, std::make_unique<openreg::daemon::AtenOpRunner>());
   if (!daemon.ok()) {
     std::fprintf(stderr, "openreg-daemon: %s\n",
                  std::string(daemon.status().message()).c_str());

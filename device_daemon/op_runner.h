@@ -1,6 +1,7 @@
-// Runs one LaunchOp with ATen's CPU kernels on daemon-owned device memory.
-// The header is free of ATen so that only op_runner.cc pays for compiling
-// it.
+// Runs one LaunchOp (an ATen op named in a ring command) on device memory.
+// An interface free of ATen so that the command executor and the sessions
+// build and test without libtorch (tests use a fake); the daemon's real
+// runner is AtenOpRunner (aten_op_runner.h).
 #ifndef OPENREG_DEVICE_DAEMON_OP_RUNNER_H_
 #define OPENREG_DEVICE_DAEMON_OP_RUNNER_H_
 
@@ -10,26 +11,23 @@
 #include "device_daemon/stream_context.h"
 #include "protos/commands.pb.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 class OpRunner {
  public:
-  OpRunner();
+  virtual ~OpRunner() = default;
 
-  // Looks the op up in the dispatcher, builds its argument stack from
-  // `op.arguments` (every tensor validated against the session), calls it
-  // and delivers the results:
-  //  - asynchronous launch: copies each returned tensor into the matching
-  //    `op.outputs` tensor (unless the op already wrote there in place);
-  //  - synchronous launch: allocates the results in the session, copies
-  //    them there and writes an OpReply into the stream's reply area, with
-  //    reply_sequence = `sequence`.
-  // Unknown ops and bad arguments are INVALID_VALUE; exceptions thrown by
-  // the kernel are KERNEL_FAILURE naming the op.
-  absl::Status Run(const StreamContext& context, const proto::LaunchOp& op,
-                   uint64_t sequence);
+  // Runs `op` on the stream `context` names and delivers its results:
+  //  - asynchronous launch: into the client-allocated `op.outputs`;
+  //  - synchronous launch: into memory allocated in the session, described
+  //    by an OpReply in the stream's reply area, with reply_sequence =
+  //    `sequence`.
+  // Unknown ops and bad arguments are INVALID_VALUE; failures of the
+  // kernel itself are KERNEL_FAILURE naming the op. Must not throw.
+  virtual absl::Status Run(const StreamContext& context,
+                           const proto::LaunchOp& op, uint64_t sequence) = 0;
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_OP_RUNNER_H_

@@ -5,7 +5,7 @@
 
 #include "absl/container/node_hash_map.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 bool IsPlainTensor(const c10::TypePtr& type) {
@@ -99,4 +99,4 @@ const ResolvedOp* ResolveOp(const std::string& name,
   return &it->second;
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-namespace openreg {
+namespace openreg::daemon {
 
 struct ResolvedOp {
   c10::OperatorHandle handle;
@@ -28,6 +28,6 @@ struct ResolvedOp {
 const ResolvedOp* ResolveOp(const std::string& name,
                             const std::string& overload);
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_OP_TABLE_H_

@@ -10,7 +10,7 @@
 #include "device_daemon/errors.h"
 #include "device_daemon/stream_worker.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 // How many freed addresses a session remembers for double-free messages.
@@ -121,7 +121,7 @@ absl::StatusOr<uint64_t> Session::Allocate(int device, uint64_t size) {
   absl::MutexLock lock(&mutex_);
   // Closed meanwhile: `buffer` goes out of scope and frees the memory.
   if (absl::Status open = CheckOpen(); !open.ok()) return open;
-  table_.allocations[address] = AllocationEntry{*std::move(buffer), true};
+  table_.allocations[address] = AllocationEntry{*std::move(buffer)};
   allocated_bytes_ += size;
   // A reused address is no longer "already freed". Its stale entry in the
   // order deque only makes a later eviction slightly early.
@@ -137,11 +137,6 @@ absl::Status Session::Free(uint64_t address) {
     auto entry = table_.allocations.find(address);
     if (entry == table_.allocations.end()) {
       return DescribeBadPointer(address);
-    }
-    if (!entry->second.owner) {
-      return InvalidValueError(absl::StrCat(
-          Hex(address),
-          " was imported from another session and cannot be freed here"));
     }
     released = std::move(entry->second.buffer);
     allocated_bytes_ -= released->size();
@@ -239,7 +234,9 @@ absl::StatusOr<TensorExtent> Session::ValidateTensor(
 
 absl::StatusOr<PinnedRange> Session::PinTensor(const proto::TensorRef& tensor,
                                                TensorExtent* extent) const {
-  absl::StatusOr<TensorExtent> computed = ComputeTensorExtent(tensor);
+  absl::StatusOr<TensorExtent> computed = ComputeTensorExtent(
+      tensor.dtype(), {tensor.sizes().data(), static_cast<size_t>(tensor.sizes_size())},
+      {tensor.strides().data(), static_cast<size_t>(tensor.strides_size())});
   if (!computed.ok()) return computed.status();
   if (extent != nullptr) *extent = *computed;
   if (computed->numel == 0) return PinnedRange{};
@@ -473,4 +470,4 @@ SessionStatsSnapshot Session::Stats() const {
   return stats;
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

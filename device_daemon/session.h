@@ -31,10 +31,10 @@
 #include "device_daemon/device_buffer.h"
 #include "device_daemon/devices.h"
 #include "device_daemon/host_region.h"
-#include "device_daemon/tensor_extent.h"
+#include "data_plane/tensor_extent.h"
 #include "protos/commands.pb.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 class CommandExecutor;
 class StreamWorker;
@@ -162,9 +162,6 @@ class Session {
  private:
   struct AllocationEntry {
     std::shared_ptr<DeviceBuffer> buffer;
-    // Later: allocations imported from another session (IPC) are entries
-    // with owner == false; they can be closed but not freed.
-    bool owner = true;
   };
   struct StreamEntry {
     int device = 0;
@@ -222,6 +219,6 @@ class Session {
   std::deque<uint64_t> recently_freed_order_ ABSL_GUARDED_BY(mutex_);
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_SESSION_H_

@@ -11,7 +11,7 @@
 #include "device_daemon/errors.h"
 #include "device_daemon/log.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 absl::StatusOr<uint64_t> RandomToken() {
@@ -140,4 +140,4 @@ absl::Time SessionRegistry::idle_since() const {
   return idle_since_;
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -23,7 +23,7 @@
 #include "device_daemon/session.h"
 #include "protos/control.pb.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 class CommandExecutor;
 
@@ -75,6 +75,6 @@ class SessionRegistry {
   absl::Time idle_since_ ABSL_GUARDED_BY(mutex_);
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_SESSION_REGISTRY_H_

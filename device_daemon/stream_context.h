@@ -7,7 +7,7 @@
 
 #include "data_plane/session_layout.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 class Session;
 
@@ -25,6 +25,6 @@ struct StreamContext {
   }
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_STREAM_CONTEXT_H_

@@ -16,7 +16,7 @@
 #include "google/protobuf/arena.h"
 #include "protos/commands.pb.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 // How long an idle worker sleeps before re-checking its stop flags.
@@ -152,4 +152,4 @@ void StreamWorker::Run() {
   finished_.store(true, std::memory_order_release);
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -17,7 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "data_plane/session_layout.h"
 
-namespace openreg {
+namespace openreg::daemon {
 
 class CommandExecutor;
 class ExecutionGate;
@@ -71,6 +71,6 @@ class StreamWorker {
   std::thread thread_;  // last: started once every other member is ready
 };
 
-}  // namespace openreg
+}  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_STREAM_WORKER_H_

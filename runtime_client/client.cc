@@ -9,7 +9,7 @@
 #include "runtime_client/connection.h"
 #include "runtime_client/status_util.h"
 
-namespace openreg {
+namespace openreg::client {
 
 Client& Client::Get() {
   // Leaked on purpose: threads may still call in while statics are being
@@ -107,4 +107,4 @@ absl::Status WithSession(absl::FunctionRef<absl::Status(Session&)> body) {
   return body(**session);
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

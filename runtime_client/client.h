@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime_client/session.h"
 
-namespace openreg {
+namespace openreg::client {
 
 class Client {
  public:
@@ -55,6 +55,6 @@ class Client {
 // Runs `body` with the attached session (connecting first if needed).
 absl::Status WithSession(absl::FunctionRef<absl::Status(Session&)> body);
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_CLIENT_H_

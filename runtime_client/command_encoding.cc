@@ -4,7 +4,7 @@
 
 #include "google/protobuf/io/coded_stream.h"
 
-namespace openreg {
+namespace openreg::client {
 namespace {
 
 using google::protobuf::io::CodedOutputStream;
@@ -60,4 +60,4 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
   return buffer;
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

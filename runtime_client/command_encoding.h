@@ -9,7 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "protos/commands.pb.h"
 
-namespace openreg {
+namespace openreg::client {
 
 // `command` serialized; valid until the next call on this thread.
 absl::string_view EncodeCommand(const proto::Command& command);
@@ -22,6 +22,6 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
                                       const proto::LaunchOp& op,
                                       bool force_synchronous);
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_COMMAND_ENCODING_H_

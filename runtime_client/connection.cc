@@ -17,14 +17,14 @@
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "runtime_client/daemon_locator.h"
+#include "data_plane/version.h"
 #include "runtime_client/daemon_spawner.h"
 #include "runtime_client/session_segment.h"
 #include "runtime_client/status_util.h"
 
-namespace openreg {
+namespace openreg::client {
 namespace {
 
-constexpr char kClientVersion[] = "openreg-runtime-client/1";
 // Upper bound on a segment size we are willing to map (the default layout
 // is about 100 MiB); anything larger is a corrupt welcome.
 constexpr uint64_t kMaxSegmentBytes = uint64_t{16} << 30;
@@ -73,7 +73,7 @@ absl::Status Handshake(const std::string& socket_path, Connection* connection,
   context.set_deadline(DeadlineIn(kHandshakeDeadline));
   proto::HandshakeRequest request;
   request.set_protocol_version(kProtocolVersion);
-  request.set_client_version(kClientVersion);
+  request.set_client_version(kOpenregVersion);
   const grpc::Status rpc =
       connection->stub->Handshake(&context, request, &connection->handshake);
   if (!rpc.ok()) {
@@ -272,4 +272,4 @@ absl::StatusOr<Connection> ConnectToDaemon() {
                    "); see ", plan.log_path));
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

@@ -14,7 +14,7 @@
 #include "protos/control.pb.h"
 #include "runtime_client/unique_fd.h"
 
-namespace openreg {
+namespace openreg::client {
 
 // Control-plane RPCs are small and served at once; a daemon that does not
 // answer within these is treated as unavailable instead of hanging a call.
@@ -43,6 +43,6 @@ struct Connection {
 // kResourceExhausted, ...), each with a message that says what to do.
 absl::StatusOr<Connection> ConnectToDaemon();
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_CONNECTION_H_

@@ -7,7 +7,7 @@
 #include "data_plane/unix_socket.h"
 #include "runtime_client/status_util.h"
 
-namespace openreg {
+namespace openreg::client {
 namespace {
 
 constexpr int64_t kProbeIntervalNs = 100'000'000;
@@ -68,4 +68,4 @@ void DaemonLiveness::MarkDetached() {
                                  std::memory_order_acq_rel);
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 
-namespace openreg {
+namespace openreg::client {
 
 class DaemonLiveness {
  public:
@@ -44,6 +44,6 @@ class DaemonLiveness {
   std::atomic<int64_t> next_probe_ns_{0};
 };
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_DAEMON_LIVENESS_H_

@@ -7,8 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "data_plane/socket_path.h"
 
-namespace openreg {
+namespace openreg::client {
 namespace {
 
 // "" for unset and empty variables alike: an empty value never configures
@@ -34,11 +35,7 @@ ConfiguredBinary& Configured() {
 std::string ResolveSocketPath() {
   std::string explicit_path = GetEnv("OPENREG_DAEMON_SOCKET");
   if (!explicit_path.empty()) return explicit_path;
-  const std::string runtime_dir = GetEnv("XDG_RUNTIME_DIR");
-  if (!runtime_dir.empty()) {
-    return absl::StrCat(runtime_dir, "/openreg/daemon.sock");
-  }
-  return absl::StrCat("/tmp/openreg-", getuid(), "/daemon.sock");
+  return DefaultDaemonSocketPath();
 }
 
 void SetConfiguredDaemonBinary(const std::string& path) {
@@ -76,4 +73,4 @@ AutospawnPlan PlanAutospawn(const std::string& socket_path) {
   return plan;
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace openreg {
+namespace openreg::client {
 
 // $OPENREG_DAEMON_SOCKET, else $XDG_RUNTIME_DIR/openreg/daemon.sock, else
 // /tmp/openreg-$UID/daemon.sock. The last two match the daemon's default.
@@ -33,6 +33,6 @@ AutospawnPlan PlanAutospawn(const std::string& socket_path);
 // The directory part of a path ("." when there is none).
 std::string DirectoryOf(const std::string& path);
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_DAEMON_LOCATOR_H_

@@ -17,7 +17,7 @@
 #include "runtime_client/daemon_locator.h"
 #include "runtime_client/status_util.h"
 
-namespace openreg {
+namespace openreg::client {
 namespace {
 
 // Everything the forked children need, prepared before fork(): after
@@ -139,4 +139,4 @@ absl::Status SpawnDetachedDaemon(const std::string& binary,
   return absl::OkStatus();
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

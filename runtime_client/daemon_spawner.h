@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 
-namespace openreg {
+namespace openreg::client {
 
 // Creates the log's directory (mode 0700) when missing, then spawns
 // `binary arguments...`. Returns once the intermediate child has exited;
@@ -20,6 +20,6 @@ absl::Status SpawnDetachedDaemon(const std::string& binary,
                                  const std::vector<std::string>& arguments,
                                  const std::string& log_path);
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_DAEMON_SPAWNER_H_

@@ -8,6 +8,17 @@
 
 namespace openreg {
 
+// The runtime API is openreg::; its machinery is openreg::client::.
+using client::CurrentDevice;
+using client::MakeError;
+using client::NullArgumentError;
+using client::ReturnStatus;
+using client::Session;
+using client::SetCurrentDevice;
+using client::StreamContext;
+using client::WithSession;
+
+
 Error GetDeviceCount(int* count) {
   if (count == nullptr) {
     return ReturnStatus(NullArgumentError("GetDeviceCount", "count"));

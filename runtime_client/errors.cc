@@ -1,45 +1,43 @@
-// Error names and the per-thread last error (runtime.h).
+// Error names and the per-thread last error (runtime.h). The names and
+// codes come from the one error table (data_plane/error_codes.h).
+#include "data_plane/error_codes.h"
 #include "openreg/runtime.h"
 #include "runtime_client/thread_state.h"
 
 namespace openreg {
+namespace {
+
+// Error crosses processes as proto::ErrorCode: the values must agree.
+constexpr bool Same(Error error, proto::ErrorCode code) {
+  return static_cast<int>(error) == static_cast<int>(code);
+}
+static_assert(Same(Error::kSuccess, proto::OK));
+static_assert(Same(Error::kInvalidValue, proto::INVALID_VALUE));
+static_assert(Same(Error::kInvalidDevice, proto::INVALID_DEVICE));
+static_assert(Same(Error::kOutOfMemory, proto::OUT_OF_MEMORY));
+static_assert(Same(Error::kNotReady, proto::NOT_READY));
+static_assert(Same(Error::kDaemonUnavailable, proto::DAEMON_UNAVAILABLE));
+static_assert(Same(Error::kDeviceLost, proto::DEVICE_LOST));
+static_assert(Same(Error::kVersionMismatch, proto::VERSION_MISMATCH));
+static_assert(Same(Error::kKernelFailure, proto::KERNEL_FAILURE));
+static_assert(Same(Error::kInvalidHandle, proto::INVALID_HANDLE));
+static_assert(Same(Error::kPermissionDenied, proto::PERMISSION_DENIED));
+static_assert(Same(Error::kResourceExhausted, proto::RESOURCE_EXHAUSTED));
+static_assert(Same(Error::kInternal, proto::INTERNAL));
+static_assert(static_cast<int>(Error::kInternal) + 1 ==
+                  proto::ErrorCode_ARRAYSIZE,
+              "runtime.h's Error must list every proto::ErrorCode");
+
+}  // namespace
 
 const char* ErrorName(Error error) {
-  switch (error) {
-    case Error::kSuccess:
-      return "success";
-    case Error::kInvalidValue:
-      return "invalid value";
-    case Error::kInvalidDevice:
-      return "invalid device";
-    case Error::kOutOfMemory:
-      return "out of memory";
-    case Error::kNotReady:
-      return "not ready";
-    case Error::kDaemonUnavailable:
-      return "daemon unavailable";
-    case Error::kDeviceLost:
-      return "device lost";
-    case Error::kVersionMismatch:
-      return "version mismatch";
-    case Error::kKernelFailure:
-      return "kernel failure";
-    case Error::kInvalidHandle:
-      return "invalid handle";
-    case Error::kPermissionDenied:
-      return "permission denied";
-    case Error::kResourceExhausted:
-      return "resource exhausted";
-    case Error::kInternal:
-      return "internal error";
-  }
-  return "unknown error";
+  return ErrorInfo(static_cast<int>(error)).name;
 }
 
-Error GetLastError() { return TakeLastError(); }
+Error GetLastError() { return client::TakeLastError(); }
 
-Error PeekAtLastError() { return PeekLastError(); }
+Error PeekAtLastError() { return client::PeekLastError(); }
 
-std::string GetLastErrorMessage() { return LastErrorMessage(); }
+std::string GetLastErrorMessage() { return client::LastErrorMessage(); }
 
 }  // namespace openreg

@@ -1,6 +1,6 @@
 #include "runtime_client/event_table.h"
 
-namespace openreg {
+namespace openreg::client {
 
 EventTable::EventTable(uint32_t max_events) : events_(max_events) {}
 
@@ -41,4 +41,4 @@ void EventTable::ForgetStream(uint32_t stream_slot) {
   }
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "runtime_client/staging_pool.h"
 
-namespace openreg {
+namespace openreg::client {
 
 struct EventInfo {
   int device = -1;
@@ -40,6 +40,6 @@ class EventTable {
   std::vector<std::optional<EventInfo>> events_ ABSL_GUARDED_BY(mutex_);
 };
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_EVENT_TABLE_H_

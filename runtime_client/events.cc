@@ -8,6 +8,17 @@
 #include "runtime_client/thread_state.h"
 
 namespace openreg {
+
+// The runtime API is openreg::; its machinery is openreg::client::.
+using client::ErrorOf;
+using client::EventInfo;
+using client::MakeError;
+using client::NullArgumentError;
+using client::ReturnStatus;
+using client::Session;
+using client::StreamContext;
+using client::WithSession;
+
 namespace {
 
 absl::StatusOr<EventInfo> FindEvent(Session& session, EventId event) {

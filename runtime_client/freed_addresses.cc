@@ -1,6 +1,6 @@
 #include "runtime_client/freed_addresses.h"
 
-namespace openreg {
+namespace openreg::client {
 
 bool FreedAddresses::Insert(uint64_t address) {
   absl::MutexLock lock(&mutex_);
@@ -20,4 +20,4 @@ void FreedAddresses::Erase(uint64_t address) {
   freed_.erase(address);
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

@@ -12,7 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 
-namespace openreg {
+namespace openreg::client {
 
 class FreedAddresses {
  public:
@@ -30,6 +30,6 @@ class FreedAddresses {
   std::deque<uint64_t> order_ ABSL_GUARDED_BY(mutex_);
 };
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_FREED_ADDRESSES_H_

@@ -18,6 +18,19 @@
 #include "runtime_client/unique_fd.h"
 
 namespace openreg {
+
+// The runtime API is openreg::; its machinery is openreg::client::.
+using client::Client;
+using client::HostRegionEntry;
+using client::HostRegions;
+using client::KeyOf;
+using client::MakeError;
+using client::ReturnStatus;
+using client::Session;
+using client::StreamContext;
+using client::UniqueFd;
+using client::WithSession;
+
 namespace {
 
 uint64_t PageRounded(uint64_t size) {

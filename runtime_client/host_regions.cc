@@ -2,7 +2,7 @@
 
 #include "runtime_client/session.h"
 
-namespace openreg {
+namespace openreg::client {
 
 SessionKey KeyOf(const Session& session) {
   proto::SessionRef ref;
@@ -52,4 +52,4 @@ std::optional<HostRegionEntry> HostRegions::FindInSession(
   return entry;
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

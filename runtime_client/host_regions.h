@@ -16,7 +16,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace openreg {
+namespace openreg::client {
 
 class Session;
 
@@ -62,6 +62,6 @@ class HostRegions {
   std::map<uintptr_t, HostRegionEntry> by_base_ ABSL_GUARDED_BY(mutex_);
 };
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_HOST_REGIONS_H_

@@ -9,6 +9,17 @@
 #include "runtime_client/thread_state.h"
 
 namespace openreg {
+
+// The runtime API is openreg::; its machinery is openreg::client::.
+using client::Client;
+using client::EncodeLaunchCommand;
+using client::MakeError;
+using client::NullArgumentError;
+using client::ReturnStatus;
+using client::Session;
+using client::StreamContext;
+using client::WithSession;
+
 namespace {
 
 // Results of a synchronous op are fresh allocations owned by this session:

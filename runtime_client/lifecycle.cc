@@ -7,6 +7,15 @@
 
 namespace openreg {
 
+// The runtime API is openreg::; its machinery is openreg::client::.
+using client::Client;
+using client::ResolveSocketPath;
+using client::ReturnStatus;
+using client::Session;
+using client::SetConfiguredDaemonBinary;
+using client::WithSession;
+
+
 Error Init() {
   return ReturnStatus(WithSession([](Session&) { return absl::OkStatus(); }));
 }

@@ -18,6 +18,18 @@
 #include "runtime_client/thread_state.h"
 
 namespace openreg {
+
+// The runtime API is openreg::; its machinery is openreg::client::.
+using client::FormatAddress;
+using client::HostRegionEntry;
+using client::HostRegions;
+using client::MakeError;
+using client::ReturnStatus;
+using client::Session;
+using client::StagingChunk;
+using client::StreamContext;
+using client::WithSession;
+
 namespace {
 
 uint64_t AddressOf(const void* pointer) {

@@ -12,6 +12,19 @@
 #include "runtime_client/thread_state.h"
 
 namespace openreg {
+
+// The runtime API is openreg::; its machinery is openreg::client::.
+using client::Client;
+using client::ErrorOf;
+using client::FormatAddress;
+using client::MakeError;
+using client::NullArgumentError;
+using client::ReturnStatus;
+using client::Session;
+using client::StreamContext;
+using client::StreamPosition;
+using client::WithSession;
+
 namespace {
 
 absl::Status AllocateOnce(Session& session, int device, size_t size,

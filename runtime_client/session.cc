@@ -7,7 +7,7 @@
 #include "runtime_client/command_encoding.h"
 #include "runtime_client/thread_state.h"
 
-namespace openreg {
+namespace openreg::client {
 namespace {
 
 // A fixed-size text field from shared memory; the daemon is expected to
@@ -55,7 +55,7 @@ absl::Status Session::ValidateDevice(int device) const {
 }
 
 absl::StatusOr<int> Session::CurrentDevice() const {
-  const int device = openreg::CurrentDevice();
+  const int device = client::CurrentDevice();
   absl::Status valid = ValidateDevice(device);
   if (!valid.ok()) return valid;
   return device;
@@ -325,4 +325,4 @@ absl::Status Session::Detach() {
   return result;
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

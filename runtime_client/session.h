@@ -30,7 +30,7 @@
 #include "runtime_client/status_util.h"
 #include "runtime_client/stream_context.h"
 
-namespace openreg {
+namespace openreg::client {
 
 // Waits on shared-memory counters are cut into slices of this length;
 // between slices the client checks that the daemon is still alive, so no
@@ -162,6 +162,6 @@ class Session {
   FreedAddresses freed_addresses_;
 };
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_SESSION_H_

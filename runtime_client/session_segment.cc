@@ -4,7 +4,7 @@
 #include "data_plane/device_address.h"
 #include "runtime_client/status_util.h"
 
-namespace openreg {
+namespace openreg::client {
 namespace {
 
 // Generous upper bounds: beyond them the header is corrupt, not large.
@@ -88,4 +88,4 @@ absl::Status ValidateSessionHeader(const SessionHeader& header,
   return absl::OkStatus();
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "data_plane/session_layout.h"
 
-namespace openreg {
+namespace openreg::client {
 
 // `header` is the start of a mapping of `mapped_bytes` bytes. Checks magic,
 // protocol version, session id, limits and that every region (stream and
@@ -19,6 +19,6 @@ absl::Status ValidateSessionHeader(const SessionHeader& header,
                                    uint64_t mapped_bytes,
                                    uint64_t expected_session_id);
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_SESSION_SEGMENT_H_

@@ -4,7 +4,7 @@
 
 #include "data_plane/session_layout.h"
 
-namespace openreg {
+namespace openreg::client {
 
 StagingPool::StagingPool(char* staging, uint64_t staging_bytes)
     : staging_(staging) {
@@ -61,4 +61,4 @@ void StagingPool::ForgetStream(uint32_t slot) {
   }
 }
 
-}  // namespace openreg
+}  // namespace openreg::client

@@ -19,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-namespace openreg {
+namespace openreg::client {
 
 // A command's place on a stream. sequence 0 means "no command".
 struct StreamPosition {
@@ -71,6 +71,6 @@ class StagingPool {
   size_t held_count_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_STAGING_POOL_H_

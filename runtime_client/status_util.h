@@ -1,7 +1,6 @@
-// Internal errors are absl::Status values that carry an openreg::Error as a
-// payload: several openreg codes share one canonical absl code (out of
-// memory and "no free stream slot" are both kResourceExhausted), and the
-// public API must return the exact one.
+// Internal errors are absl::Status values made with the one error table
+// (data_plane/error_codes.h); the public API returns their code as an
+// openreg::Error, whose values equal proto::ErrorCode.
 #ifndef OPENREG_RUNTIME_CLIENT_STATUS_UTIL_H_
 #define OPENREG_RUNTIME_CLIENT_STATUS_UTIL_H_
 
@@ -10,16 +9,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "data_plane/error_codes.h"
 #include "openreg/runtime.h"
 #include "protos/control.pb.h"
 
-namespace openreg {
+namespace openreg::client {
 
-// A status whose ErrorOf() is `code`; `code` must not be kSuccess.
+// A status whose ErrorOf() is `code`; kSuccess becomes kInternal.
 absl::Status MakeError(Error code, absl::string_view message);
 
-// The openreg code of `status`: its payload, else kInternal for any error
-// created without one (a bug, but never reported as success).
+// The openreg code of `status` (see ErrorCodeOf in data_plane).
 Error ErrorOf(const absl::Status& status);
 
 // kInvalidValue for a null output or input argument of `function`.
@@ -33,6 +32,6 @@ std::string FormatAddress(uint64_t address);
 // every client message has, unless the daemon already wrote it.
 absl::Status StatusFromProto(const proto::Status& status);
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_STATUS_UTIL_H_

@@ -12,7 +12,7 @@
 #include "data_plane/command_ring.h"
 #include "data_plane/session_layout.h"
 
-namespace openreg {
+namespace openreg::client {
 
 struct StreamContext {
   StreamContext(uint32_t slot, StreamSlot* shared, char* ring_buffer,
@@ -46,6 +46,6 @@ struct StreamContext {
   std::unique_ptr<std::atomic<uint64_t>[]> waiters;
 };
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_STREAM_CONTEXT_H_

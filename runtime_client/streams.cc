@@ -8,6 +8,17 @@
 
 namespace openreg {
 
+// The runtime API is openreg::; its machinery is openreg::client::.
+using client::CurrentDevice;
+using client::ErrorOf;
+using client::MakeError;
+using client::NullArgumentError;
+using client::ReturnStatus;
+using client::Session;
+using client::StreamContext;
+using client::WithSession;
+
+
 Error StreamCreate(StreamId* stream, int priority) {
   if (stream == nullptr) {
     return ReturnStatus(NullArgumentError("StreamCreate", "stream"));

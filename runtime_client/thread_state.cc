@@ -2,7 +2,7 @@
 
 #include "runtime_client/status_util.h"
 
-namespace openreg {
+namespace openreg::client {
 namespace {
 
 struct ThreadState {
@@ -43,4 +43,4 @@ Error PeekLastError() { return State().last_error; }
 
 std::string LastErrorMessage() { return State().last_error_message; }
 
-}  // namespace openreg
+}  // namespace openreg::client

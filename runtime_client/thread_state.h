@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "openreg/runtime.h"
 
-namespace openreg {
+namespace openreg::client {
 
 int CurrentDevice();
 void SetCurrentDevice(int device);
@@ -23,6 +23,6 @@ Error TakeLastError();
 Error PeekLastError();
 std::string LastErrorMessage();
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_THREAD_STATE_H_

@@ -7,7 +7,7 @@
 
 #include <utility>
 
-namespace openreg {
+namespace openreg::client {
 
 class UniqueFd {
  public:
@@ -37,6 +37,6 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace openreg
+}  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_UNIQUE_FD_H_

@@ -1,5 +1,6 @@
-// Converts between the IValues of an ATen op's stack and the protobuf
-// arguments/replies that travel to the daemon.
+// The client's half of the op wire format (op_codec/op_codec.h): openreg
+// tensors travel as TensorRefs of their device memory, and daemon-allocated
+// results become openreg tensors. Errors are thrown as c10 exceptions.
 #ifndef OPENREG_TORCH_BACKEND_OP_ENCODING_H_
 #define OPENREG_TORCH_BACKEND_OP_ENCODING_H_
 

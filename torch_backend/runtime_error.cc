@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "data_plane/error_codes.h"
+
 namespace openreg::torch_backend {
 
 void ThrowRuntimeError(Error error, const char* call) {
@@ -12,14 +14,17 @@ void ThrowRuntimeError(Error error, const char* call) {
   if (message.empty()) {
     message = std::string("openreg: ") + ErrorName(error) + " in " + call;
   }
-  switch (error) {
-    case Error::kOutOfMemory:
+  // The exception class is the error table's (data_plane/error_codes.h).
+  switch (ErrorInfo(static_cast<int>(error)).python_exception) {
+    case PythonException::kOutOfMemoryError:
       TORCH_CHECK_WITH(OutOfMemoryError, false, message);
-    case Error::kInvalidValue:
+    case PythonException::kValueError:
       TORCH_CHECK_VALUE(false, message);
-    default:
-      TORCH_CHECK(false, message);
+    case PythonException::kNone:
+    case PythonException::kRuntimeError:
+      break;
   }
+  TORCH_CHECK(false, message);
 }
 
 }  // namespace openreg::torch_backend

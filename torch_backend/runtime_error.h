@@ -1,6 +1,7 @@
-// Turns openreg runtime errors into the c10 exceptions PyTorch users expect:
-// out of memory becomes torch.OutOfMemoryError, everything else a
-// RuntimeError carrying the daemon's message.
+// Turns openreg runtime errors into the c10 exceptions PyTorch users expect,
+// with the class the error table names (data_plane/error_codes.h): out of
+// memory becomes torch.OutOfMemoryError, an invalid value a ValueError,
+// everything else a RuntimeError carrying the daemon's message.
 #ifndef OPENREG_TORCH_BACKEND_RUNTIME_ERROR_H_
 #define OPENREG_TORCH_BACKEND_RUNTIME_ERROR_H_
 

@@ -11,7 +11,7 @@ import os
 import warnings
 
 __all__ = ["block_op", "blocked_ops", "daemon_binary", "unblock_op"]
-__version__ = "0.1.0"
+from torch_openreg._version import __version__
 
 _loaded = False
 

@@ -15,7 +15,7 @@
 #include "device_daemon/errors.h"
 #include "gtest/gtest.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 constexpr uint64_t kAlign = ArenaAllocator::kAlignment;
@@ -263,4 +263,4 @@ TEST(ArenaAllocatorTest, ConcurrentAllocateAndFreeKeepStatsConsistent) {
 }
 
 }  // namespace
-}  // namespace openreg
+}  // namespace openreg::daemon

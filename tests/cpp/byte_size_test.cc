@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 TEST(ParseByteSizeTest, PlainBytes) {
@@ -71,4 +71,4 @@ TEST(FormatByteSizeTest, PicksReadableUnits) {
 }
 
 }  // namespace
-}  // namespace openreg
+}  // namespace openreg::daemon

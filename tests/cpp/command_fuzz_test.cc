@@ -15,12 +15,12 @@
 #include "data_plane/device_address.h"
 #include "device_daemon/command_executor.h"
 #include "device_daemon/devices.h"
-#include "device_daemon/op_runner.h"
+#include "device_daemon/aten_op_runner.h"
 #include "device_daemon/session.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 // Real ops with their overloads and an argument signature the fuzzer
@@ -401,7 +401,7 @@ uint32_t EnvOr(const char* name, uint32_t fallback) {
 
 TEST(CommandFuzzTest, RandomCommandsNeverCrashOrStall) {
   std::unique_ptr<Devices> devices = *Devices::Create(2, 64 << 20);
-  OpRunner op_runner;
+  AtenOpRunner op_runner;
   CommandExecutor executor(devices.get(), &op_runner);
   SessionLimits limits;
   limits.max_streams = 4;
@@ -465,4 +465,4 @@ TEST(CommandFuzzTest, RandomCommandsNeverCrashOrStall) {
 }
 
 }  // namespace
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -18,12 +18,13 @@
 #include "data_plane/session_layout.h"
 #include "data_plane/shared_memory.h"
 #include "data_plane/unix_socket.h"
+#include "device_daemon/aten_op_runner.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "protos/control.grpc.pb.h"
 #include "tests/cpp/stream_driver.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 constexpr uint64_t kDeviceMemory = 32 << 20;
@@ -56,7 +57,7 @@ class DaemonTest : public ::testing::Test {
     options_.session_limits.ring_bytes = 64 * 1024;
     options_.session_limits.reply_bytes = 64 * 1024;
     options_.session_limits.staging_bytes = 1 << 20;
-    absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options_);
+    absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options_, std::make_unique<AtenOpRunner>());
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
     stub_ = proto::DeviceDaemon::NewStub(grpc::CreateChannel(
@@ -118,14 +119,16 @@ class DaemonTest : public ::testing::Test {
     return reply;
   }
 
-  proto::FreeReply Free(const proto::SessionRef& ref, uint64_t address) {
-    grpc::ClientContext context;
-    proto::FreeRequest request;
-    *request.mutable_session() = ref;
-    request.set_address(address);
-    proto::FreeReply reply;
-    EXPECT_TRUE(stub_->Free(&context, request, &reply).ok());
-    return reply;
+  // Frees through the data plane, as the runtime does: a FreeMemory
+  // command on the session's default stream. Returns the stream's error
+  // record (code OK when the command succeeded).
+  StreamErrorRecord Free(Client& client, uint64_t address) {
+    SessionView view = client.view();
+    StreamDriver stream(view.stream(0), view.ring_buffer(0),
+                        view.header()->limits.ring_bytes);
+    proto::Command command;
+    command.mutable_free()->set_address(address);
+    return stream.Run(command).value_or(StreamErrorRecord{});
   }
 
   // Polls GetStats until `done` holds (teardown is asynchronous to the
@@ -241,24 +244,22 @@ TEST_F(DaemonTest, MemoryThroughTheControlPlane) {
   EXPECT_EQ(Allocate(client->ref, 5, 16).status().code(),
             proto::INVALID_DEVICE);
 
-  EXPECT_EQ(Free(client->ref, allocated.address()).status().code(), proto::OK);
-  proto::FreeReply twice = Free(client->ref, allocated.address());
-  EXPECT_EQ(twice.status().code(), proto::INVALID_VALUE);
-  EXPECT_NE(twice.status().message().find("double free"), std::string::npos);
-  EXPECT_EQ(Free(client->ref, 0x1234).status().code(), proto::INVALID_VALUE);
+  EXPECT_EQ(Free(*client, allocated.address()).code, proto::OK);
+  StreamErrorRecord twice = Free(*client, allocated.address());
+  EXPECT_EQ(twice.code, proto::INVALID_VALUE);
+  EXPECT_NE(twice.message.find("double free"), std::string::npos);
+  EXPECT_EQ(Free(*client, 0x1234).code, proto::INVALID_VALUE);
 
   // Another session's pointer.
   std::unique_ptr<Client> other = Attach();
   const uint64_t theirs = Allocate(other->ref, 0, 64).address();
-  proto::FreeReply foreign = Free(client->ref, theirs);
-  EXPECT_EQ(foreign.status().code(), proto::INVALID_VALUE);
-  EXPECT_NE(foreign.status().message().find("another session"),
-            std::string::npos);
+  StreamErrorRecord foreign = Free(*client, theirs);
+  EXPECT_EQ(foreign.code, proto::INVALID_VALUE);
+  EXPECT_NE(foreign.message.find("another session"), std::string::npos);
 
   proto::SessionRef forged = client->ref;
   forged.set_token(forged.token() + 1);
   EXPECT_EQ(Allocate(forged, 0, 16).status().code(), proto::INVALID_HANDLE);
-  EXPECT_EQ(Free(forged, theirs).status().code(), proto::INVALID_HANDLE);
 }
 
 TEST_F(DaemonTest, DataPlaneThroughTheMappedSegment) {
@@ -419,7 +420,7 @@ TEST_F(DaemonTest, HangUpEndsOnlyThatSession) {
   EXPECT_EQ(stats.sessions(0).session_id(), staying->welcome.session_id);
   EXPECT_EQ(Allocate(leaving->ref, 0, 16).status().code(),
             proto::INVALID_HANDLE);
-  EXPECT_EQ(Free(staying->ref, kept).status().code(), proto::OK);
+  EXPECT_EQ(Free(*staying, kept).code, proto::OK);
   EXPECT_EQ(stats.sessions_served(), 2u);
 }
 
@@ -448,7 +449,7 @@ TEST_F(DaemonTest, DetachEndsTheSession) {
 }
 
 TEST_F(DaemonTest, ASecondDaemonOnTheSameSocketIsRefused) {
-  absl::StatusOr<std::unique_ptr<Daemon>> second = Daemon::Start(options_);
+  absl::StatusOr<std::unique_ptr<Daemon>> second = Daemon::Start(options_, std::make_unique<AtenOpRunner>());
   ASSERT_FALSE(second.ok());
   EXPECT_TRUE(absl::IsAlreadyExists(second.status())) << second.status();
   EXPECT_EQ(second.status().message(),
@@ -472,7 +473,7 @@ TEST_F(DaemonTest, ShutdownRemovesTheSockets) {
 TEST_F(DaemonTest, IdleExitEndsRun) {
   daemon_.reset();
   options_.idle_exit = absl::Milliseconds(300);
-  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options_);
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options_, std::make_unique<AtenOpRunner>());
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   daemon_ = *std::move(daemon);
   const absl::Time start = absl::Now();
@@ -484,7 +485,7 @@ TEST_F(DaemonTest, IdleExitEndsRun) {
 TEST_F(DaemonTest, IdleExitWaitsWhileAClientIsAttached) {
   daemon_.reset();
   options_.idle_exit = absl::Milliseconds(200);
-  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options_);
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options_, std::make_unique<AtenOpRunner>());
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   daemon_ = *std::move(daemon);
   std::unique_ptr<Client> client = Attach();
@@ -499,4 +500,4 @@ TEST_F(DaemonTest, IdleExitWaitsWhileAClientIsAttached) {
 }
 
 }  // namespace
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -1,6 +1,6 @@
 // The daemon's dtype table must match c10 exactly; this is the only test
 // that compiles c10 headers.
-#include "device_daemon/dtype.h"
+#include "data_plane/dtype.h"
 
 #include <c10/core/ScalarType.h>
 

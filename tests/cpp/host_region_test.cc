@@ -14,13 +14,13 @@
 #include "device_daemon/command_executor.h"
 #include "device_daemon/devices.h"
 #include "device_daemon/errors.h"
-#include "device_daemon/op_runner.h"
+#include "device_daemon/aten_op_runner.h"
 #include "device_daemon/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 using ::testing::HasSubstr;
@@ -104,7 +104,7 @@ class HostRegionTest : public ::testing::Test {
   }
 
   std::unique_ptr<Devices> devices_;
-  OpRunner op_runner_;
+  AtenOpRunner op_runner_;
   std::unique_ptr<CommandExecutor> executor_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<StreamDriver> stream_;
@@ -209,4 +209,4 @@ TEST_F(HostRegionTest, CloseReleasesRegions) {
 }
 
 }  // namespace
-}  // namespace openreg
+}  // namespace openreg::daemon

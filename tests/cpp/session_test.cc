@@ -14,7 +14,7 @@
 #include "device_daemon/session_registry.h"
 #include "gtest/gtest.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 constexpr uint64_t kDeviceMemory = 16 << 20;
@@ -367,4 +367,4 @@ TEST(SessionRegistryTest, FindRemoveAndIdleTracking) {
 }
 
 }  // namespace
-}  // namespace openreg
+}  // namespace openreg::daemon

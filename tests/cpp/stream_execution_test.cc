@@ -16,12 +16,12 @@
 #include "device_daemon/devices.h"
 #include "device_daemon/errors.h"
 #include "device_daemon/execution_gate.h"
-#include "device_daemon/op_runner.h"
+#include "device_daemon/aten_op_runner.h"
 #include "device_daemon/session.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
 constexpr int32_t kFloat = 6;
@@ -206,7 +206,7 @@ class StreamExecutionTest : public ::testing::Test {
   }
 
   std::unique_ptr<Devices> devices_;
-  OpRunner op_runner_;
+  AtenOpRunner op_runner_;
   std::unique_ptr<CommandExecutor> executor_;
   std::unique_ptr<Session> session_;
   std::unique_ptr<StreamDriver> stream0_;
@@ -882,4 +882,4 @@ TEST_F(StreamExecutionTest, CloseStopsAStreamWaitingForASlot) {
 }
 
 }  // namespace
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -1,9 +1,10 @@
-// Element sizes of c10::ScalarType values as they travel in TensorRef.dtype.
+// Element sizes of c10::ScalarType values as they travel in the wire
+// format (TensorRef.dtype, HostTensor.dtype).
 // Kept free of c10 headers so that validating a tensor does not pull ATen
 // into every translation unit; tests/cpp/dtype_test.cc checks the table
 // against c10::elementSize.
-#ifndef OPENREG_DEVICE_DAEMON_DTYPE_H_
-#define OPENREG_DEVICE_DAEMON_DTYPE_H_
+#ifndef OPENREG_DATA_PLANE_DTYPE_H_
+#define OPENREG_DATA_PLANE_DTYPE_H_
 
 #include <cstdint>
 
@@ -18,4 +19,4 @@ int64_t DtypeElementSize(int32_t dtype);
 
 }  // namespace openreg
 
-#endif  // OPENREG_DEVICE_DAEMON_DTYPE_H_
+#endif  // OPENREG_DATA_PLANE_DTYPE_H_

@@ -1,23 +1,14 @@
-#include "device_daemon/socket_path.h"
+#include "device_daemon/socket_directory.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 
-namespace openreg {
-
-std::string DefaultDaemonSocketPath() {
-  const char* runtime_dir = std::getenv("XDG_RUNTIME_DIR");
-  if (runtime_dir != nullptr && runtime_dir[0] != '\0') {
-    return absl::StrCat(runtime_dir, "/openreg/daemon.sock");
-  }
-  return absl::StrCat("/tmp/openreg-", getuid(), "/daemon.sock");
-}
+namespace openreg::daemon {
 
 absl::Status PrepareSocketDirectory(const std::string& socket_path) {
   const size_t slash = socket_path.rfind('/');
@@ -49,4 +40,4 @@ absl::Status PrepareSocketDirectory(const std::string& socket_path) {
   return absl::OkStatus();
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

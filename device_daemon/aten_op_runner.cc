@@ -1,16 +1,15 @@
 // With op_table.cc, the only ATen-heavy translation unit of the daemon
 // (compiling ATen headers is slow): everything that touches at::Tensor or
-// c10::IValue is here.
-#include "device_daemon/op_runner.h"
+// c10::IValue is here. Arguments and results go through the one op codec
+// (op_codec/op_codec.h); a Launch is the daemon's side of it for one op.
+#include "device_daemon/aten_op_runner.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/core/List.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 #include <ATen/core/stack.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/from_blob.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
@@ -28,48 +27,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "device_daemon/dtype.h"
+#include "data_plane/tensor_extent.h"
 #include "device_daemon/errors.h"
 #include "device_daemon/op_table.h"
 #include "device_daemon/session.h"
+#include "op_codec/op_codec.h"
 
-namespace openreg {
+namespace openreg::daemon {
 namespace {
 
-// Backing for tensors with no elements: from_blob wants a pointer, and an
+// Backing for tensors with no elements: a tensor wants a pointer, and an
 // empty tensor's address need not point at any allocation.
 alignas(64) char g_empty_tensor_storage[64];
-
-// Quantized tensors need a quantizer that a bare from_blob view lacks;
-// kernels would dereference it.
-absl::Status CheckTensorDtype(int32_t dtype) {
-  if (c10::isQIntType(static_cast<c10::ScalarType>(dtype))) {
-    return InvalidValueError(absl::StrCat(
-        "quantized dtype ", c10::toString(static_cast<c10::ScalarType>(dtype)),
-        " is not supported on openreg devices"));
-  }
-  return absl::OkStatus();
-}
-
-// ScalarType, Layout and MemoryFormat arguments travel as plain ints, and
-// ATen indexes tables with them unchecked in release builds: the range is
-// checked here. Returns -1 when `schema` is not such an enum.
-int64_t EnumArgumentLimit(const c10::Argument& schema) {
-  c10::TypePtr type = schema.real_type();
-  if (type->kind() == c10::TypeKind::OptionalType) {
-    type = type->castRaw<c10::OptionalType>()->getElementType();
-  }
-  switch (type->kind()) {
-    case c10::TypeKind::ScalarTypeType:
-      return kNumKnownDtypes;  // excludes Undefined
-    case c10::TypeKind::LayoutType:
-      return static_cast<int64_t>(c10::Layout::NumOptions);
-    case c10::TypeKind::MemoryFormatType:
-      return static_cast<int64_t>(c10::MemoryFormat::NumOptions);
-    default:
-      return -1;
-  }
-}
 
 // The seed of the CPU engine one random op runs with, from the client
 // generator's (seed, offset): a splitmix64-style mix, so that neighbouring
@@ -92,9 +61,11 @@ std::mutex g_default_generator_mutex;
 std::string ShapeString(c10::IntArrayRef sizes) {
   return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
 }
-
-// Everything one launch needs while its arguments are converted.
-class Launch {
+// Everything one launch needs while its arguments are converted: the
+// daemon's side of the op codec (device tensors are CPU tensors over
+// pinned session memory; results are stored in memory allocated in the
+// session) and the steps of running the op.
+class Launch : public op_codec::DeviceTensorCodec {
  public:
   Launch(const StreamContext& context, const proto::LaunchOp& op)
       : context_(context), session_(*context.session), op_(op) {}
@@ -109,23 +80,46 @@ class Launch {
                : absl::StrCat(op_.name(), ".", op_.overload());
   }
 
+  // op_codec::DeviceTensorCodec:
+  absl::Status EncodeTensor(const at::Tensor& tensor,
+                            proto::Argument* out) override;
+  absl::StatusOr<at::Tensor> DecodeTensorRef(
+      const proto::TensorRef& ref) override {
+    return DeviceTensor(ref);
+  }
+  // Ops run on the CPU inside the daemon, whatever device they target.
+  absl::StatusOr<c10::Device> DecodeDevice(int32_t index) override;
+  absl::StatusOr<c10::IValue> DecodeGenerator(
+      const proto::GeneratorState& state) override;
+
  private:
   absl::Status Fail(proto::ErrorCode code, absl::string_view what) const {
     return MakeError(code, absl::StrCat(op_name(), ": ", what));
   }
+  // The same error, with the op's name in front.
+  absl::Status Fail(const absl::Status& status) const {
+    return Fail(ErrorCodeOf(status), status.message());
+  }
 
-  // A CPU tensor over the session memory `ref` names (validated, pinned).
-  // A `growable` tensor's storage may be resized by the kernel: the data
+  // The steps of Run, in order.
+  absl::StatusOr<const ResolvedOp*> Resolve() const;
+  absl::StatusOr<torch::jit::Stack> BuildStack(
+      const c10::FunctionSchema& schema);
+  // Outputs are checked before the kernel runs so that a bad TensorRef
+  // fails the launch without side effects.
+  absl::Status ValidateOutputs() const;
+  absl::Status RunAsynchronous(const ResolvedOp& resolved,
+                               torch::jit::Stack* stack);
+  absl::Status RunSynchronous(const c10::OperatorHandle& handle,
+                              torch::jit::Stack* stack, uint64_t sequence);
+
+  // A CPU tensor over the session memory `ref` names (extent validated,
+  // memory pinned). Its dtype and bits were checked by op_codec::
+  // CheckTensorRef (DecodeValue for arguments, ValidateOutputs for
+  // outputs). A `growable` tensor's storage may be resized by the kernel: the data
   // then moves to daemon heap memory (see RunOutVariant).
   absl::StatusOr<at::Tensor> DeviceTensor(const proto::TensorRef& ref,
                                           bool growable = false);
-  absl::StatusOr<at::Tensor> HostTensor(const proto::HostTensor& host);
-  absl::StatusOr<c10::IValue> TensorOrNone(const proto::Argument& argument,
-                                           bool allow_none);
-  absl::StatusOr<c10::IValue> ToIValue(const proto::Argument& argument,
-                                       const c10::Argument& schema);
-  absl::StatusOr<torch::jit::Stack> BuildStack(
-      const c10::FunctionSchema& schema);
   // The device that owns synchronous results: the first device tensor
   // argument's, else the first Device argument's, else the stream's.
   int ResultDevice() const;
@@ -148,9 +142,6 @@ class Launch {
   void FinishOutArguments();
   absl::Status WriteReply(const c10::FunctionSchema& schema,
                           const torch::jit::Stack& stack, uint64_t sequence);
-  absl::Status EncodeResult(const c10::IValue& value, const c10::TypePtr& type,
-                            proto::Argument* out);
-  absl::Status StoreTensor(const at::Tensor& tensor, proto::Argument* out);
 
   const StreamContext& context_;
   Session& session_;
@@ -171,9 +162,6 @@ absl::StatusOr<at::Tensor> Launch::DeviceTensor(const proto::TensorRef& ref,
   TensorExtent extent;
   absl::StatusOr<PinnedRange> pinned = session_.PinTensor(ref, &extent);
   if (!pinned.ok()) return pinned.status();
-  if (absl::Status dtype = CheckTensorDtype(ref.dtype()); !dtype.ok()) {
-    return dtype;
-  }
   void* data = pinned->data != nullptr ? pinned->data : g_empty_tensor_storage;
   // The storage keeps the allocation pinned for as long as ATen holds the
   // tensor (also when an op returns a view of it). Built directly rather
@@ -197,206 +185,22 @@ absl::StatusOr<at::Tensor> Launch::DeviceTensor(const proto::TensorRef& ref,
       c10::IntArrayRef(ref.strides().data(), ref.strides_size()));
   // Only the ops that handle these bits themselves reach the daemon with
   // them set (the client's Conjugate/Negative fallbacks resolve the rest).
-  if (ref.conj()) {
-    if (!tensor.is_complex()) {
-      return InvalidValueError("the conjugate bit is set on a real tensor");
-    }
-    tensor._set_conj(true);
-  }
+  if (ref.conj()) tensor._set_conj(true);
   if (ref.neg()) tensor._set_neg(true);
   return tensor;
 }
-
-absl::StatusOr<at::Tensor> Launch::HostTensor(const proto::HostTensor& host) {
-  const int64_t element_size = DtypeElementSize(host.dtype());
-  if (element_size == 0) {
-    return InvalidValueError(
-        absl::StrCat("host tensor has unknown dtype ", host.dtype()));
+absl::StatusOr<c10::Device> Launch::DecodeDevice(int32_t index) {
+  if (!session_.devices().IsValid(index)) {
+    return MakeError(proto::INVALID_DEVICE,
+                     absl::StrCat("names device ", index, " but the daemon has ",
+                                  session_.devices().count()));
   }
-  if (absl::Status dtype = CheckTensorDtype(host.dtype()); !dtype.ok()) {
-    return dtype;
-  }
-  if (host.sizes_size() > 64) {
-    return InvalidValueError("host tensor has more than 64 dimensions");
-  }
-  int64_t numel = 1;
-  for (int64_t size : host.sizes()) {
-    if (size < 0 || __builtin_mul_overflow(numel, size, &numel)) {
-      return InvalidValueError("host tensor has invalid sizes");
-    }
-  }
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(numel, element_size, &bytes) ||
-      static_cast<uint64_t>(bytes) != host.data().size()) {
-    return InvalidValueError(absl::StrCat(
-        "host tensor of shape ",
-        ShapeString(c10::IntArrayRef(host.sizes().data(), host.sizes_size())),
-        " needs ", numel, " x ", element_size, " bytes but carries ",
-        host.data().size()));
-  }
-  at::Tensor tensor =
-      at::empty(c10::IntArrayRef(host.sizes().data(), host.sizes_size()),
-                at::TensorOptions()
-                    .dtype(static_cast<at::ScalarType>(host.dtype()))
-                    .device(at::kCPU));
-  if (bytes != 0) std::memcpy(tensor.data_ptr(), host.data().data(), bytes);
-  return tensor;
+  return c10::Device(c10::kCPU);
 }
 
-absl::StatusOr<c10::IValue> Launch::TensorOrNone(
-    const proto::Argument& argument, bool allow_none) {
-  switch (argument.value_case()) {
-    case proto::Argument::kTensor: {
-      absl::StatusOr<at::Tensor> tensor = DeviceTensor(argument.tensor());
-      if (!tensor.ok()) return tensor.status();
-      return c10::IValue(*std::move(tensor));
-    }
-    case proto::Argument::kHostTensor: {
-      absl::StatusOr<at::Tensor> tensor = HostTensor(argument.host_tensor());
-      if (!tensor.ok()) return tensor.status();
-      return c10::IValue(*std::move(tensor));
-    }
-    case proto::Argument::kNone:
-      if (allow_none) return c10::IValue();
-      break;
-    default:
-      break;
-  }
-  return InvalidValueError("expected a tensor");
-}
-
-c10::Scalar ToScalar(const proto::Scalar& scalar) {
-  switch (scalar.value_case()) {
-    case proto::Scalar::kI:
-      return c10::Scalar(static_cast<int64_t>(scalar.i()));
-    case proto::Scalar::kD:
-      return c10::Scalar(scalar.d());
-    case proto::Scalar::kB:
-      return c10::Scalar(scalar.b());
-    case proto::Scalar::kC:
-      return c10::Scalar(
-          c10::complex<double>(scalar.c().real(), scalar.c().imag()));
-    case proto::Scalar::VALUE_NOT_SET:
-      break;
-  }
-  return c10::Scalar(int64_t{0});
-}
-
-absl::StatusOr<c10::IValue> Launch::ToIValue(const proto::Argument& argument,
-                                             const c10::Argument& schema) {
-  c10::TypePtr type = schema.type();
-  bool optional = false;
-  if (type->kind() == c10::TypeKind::OptionalType) {
-    optional = true;
-    type = type->castRaw<c10::OptionalType>()->getElementType();
-  }
-  const auto bad = [&](absl::string_view why) {
-    return Fail(proto::INVALID_VALUE,
-                absl::StrCat("argument '", schema.name(), "' (",
-                             schema.type()->str(), "): ", why));
-  };
-  switch (argument.value_case()) {
-    case proto::Argument::kNone:
-      if (optional || type->kind() == c10::TypeKind::NoneType) {
-        return c10::IValue();
-      }
-      return bad("None given for a non-optional argument");
-    case proto::Argument::kTensor:
-    case proto::Argument::kHostTensor: {
-      absl::StatusOr<c10::IValue> tensor = TensorOrNone(argument, false);
-      if (!tensor.ok()) return bad(tensor.status().message());
-      return tensor;
-    }
-    case proto::Argument::kIntValue:
-      if (const int64_t limit = EnumArgumentLimit(schema);
-          limit >= 0 &&
-          (argument.int_value() < 0 || argument.int_value() >= limit)) {
-        return bad(
-            absl::StrCat(argument.int_value(), " is not a valid enum value"));
-      }
-      if (type->kind() == c10::TypeKind::FloatType) {
-        return c10::IValue(static_cast<double>(argument.int_value()));
-      }
-      return c10::IValue(static_cast<int64_t>(argument.int_value()));
-    case proto::Argument::kDoubleValue:
-      return c10::IValue(argument.double_value());
-    case proto::Argument::kBoolValue:
-      return c10::IValue(argument.bool_value());
-    case proto::Argument::kStringValue:
-      return c10::IValue(argument.string_value());
-    case proto::Argument::kScalar:
-      return c10::IValue(ToScalar(argument.scalar()));
-    case proto::Argument::kComplexValue:
-      return c10::IValue(c10::complex<double>(argument.complex_value().real(),
-                                              argument.complex_value().imag()));
-    case proto::Argument::kIntList:
-      return c10::IValue(c10::List<int64_t>(
-          std::vector<int64_t>(argument.int_list().values().begin(),
-                               argument.int_list().values().end())));
-    case proto::Argument::kDoubleList:
-      return c10::IValue(c10::List<double>(
-          std::vector<double>(argument.double_list().values().begin(),
-                              argument.double_list().values().end())));
-    case proto::Argument::kBoolList: {
-      c10::List<bool> list;
-      for (bool value : argument.bool_list().values()) list.push_back(value);
-      return c10::IValue(std::move(list));
-    }
-    case proto::Argument::kScalarList: {
-      c10::impl::GenericList list(c10::NumberType::get());
-      for (const proto::Scalar& scalar : argument.scalar_list().values()) {
-        list.push_back(c10::IValue(ToScalar(scalar)));
-      }
-      return c10::IValue(std::move(list));
-    }
-    case proto::Argument::kTensorList: {
-      // Tensor[] and Tensor?[] box differently; the schema decides.
-      bool optional_elements = false;
-      if (type->kind() == c10::TypeKind::ListType) {
-        optional_elements =
-            type->castRaw<c10::ListType>()->getElementType()->kind() ==
-            c10::TypeKind::OptionalType;
-      }
-      const auto& values = argument.tensor_list().values();
-      if (optional_elements) {
-        c10::List<std::optional<at::Tensor>> list;
-        for (const proto::Argument& element : values) {
-          absl::StatusOr<c10::IValue> tensor = TensorOrNone(element, true);
-          if (!tensor.ok()) return bad(tensor.status().message());
-          list.push_back(tensor->isNone()
-                             ? std::optional<at::Tensor>()
-                             : std::optional<at::Tensor>(tensor->toTensor()));
-        }
-        return c10::IValue(std::move(list));
-      }
-      c10::List<at::Tensor> list;
-      for (const proto::Argument& element : values) {
-        absl::StatusOr<c10::IValue> tensor = TensorOrNone(element, false);
-        if (!tensor.ok()) return bad(tensor.status().message());
-        list.push_back(tensor->toTensor());
-      }
-      return c10::IValue(std::move(list));
-    }
-    case proto::Argument::kDevice:
-      // Ops run on the CPU inside the daemon, whatever device they target.
-      if (!session_.devices().IsValid(argument.device())) {
-        return MakeError(
-            proto::INVALID_DEVICE,
-            absl::StrCat(op_name(), ": argument '", schema.name(),
-                         "' names device ", argument.device(),
-                         " but the daemon has ", session_.devices().count()));
-      }
-      return c10::IValue(c10::Device(c10::kCPU));
-    case proto::Argument::kGenerator:
-      if (type->kind() != c10::TypeKind::GeneratorType) {
-        return bad("a generator given for a non-generator argument");
-      }
-      return c10::IValue(at::make_generator<at::CPUGeneratorImpl>(
-          EngineSeed(argument.generator())));
-    case proto::Argument::VALUE_NOT_SET:
-      break;
-  }
-  return bad("argument has no value");
+absl::StatusOr<c10::IValue> Launch::DecodeGenerator(
+    const proto::GeneratorState& state) {
+  return c10::IValue(at::make_generator<at::CPUGeneratorImpl>(EngineSeed(state)));
 }
 
 absl::StatusOr<torch::jit::Stack> Launch::BuildStack(
@@ -412,9 +216,9 @@ absl::StatusOr<torch::jit::Stack> Launch::BuildStack(
   stack.reserve(parameters.size());
   for (size_t i = 0; i < parameters.size(); ++i) {
     if (i < static_cast<size_t>(op_.arguments_size())) {
-      absl::StatusOr<c10::IValue> value =
-          ToIValue(op_.arguments(static_cast<int>(i)), parameters[i]);
-      if (!value.ok()) return value.status();
+      absl::StatusOr<c10::IValue> value = op_codec::DecodeValue(
+          op_.arguments(static_cast<int>(i)), &parameters[i], *this);
+      if (!value.ok()) return Fail(value.status());
       stack.push_back(*std::move(value));
     } else if (parameters[i].default_value().has_value()) {
       stack.push_back(*parameters[i].default_value());
@@ -426,7 +230,6 @@ absl::StatusOr<torch::jit::Stack> Launch::BuildStack(
   }
   return stack;
 }
-
 int Launch::ResultDevice() const {
   for (const proto::Argument& argument : op_.arguments()) {
     if (argument.has_tensor()) return argument.tensor().device();
@@ -438,15 +241,11 @@ int Launch::ResultDevice() const {
   }
   return context_.device;
 }
-
 // [first byte, one past the last byte] of a strided tensor's elements.
 std::pair<const char*, const char*> ByteRange(const at::Tensor& tensor) {
   const char* begin = static_cast<const char*>(tensor.data_ptr());
-  int64_t last = 0;
-  for (int64_t dim = 0; dim < tensor.dim(); ++dim) {
-    last += (tensor.size(dim) - 1) * tensor.stride(dim);
-  }
-  return {begin, begin + (last + 1) * tensor.element_size()};
+  return {begin, begin + StridedSpanElements(tensor.sizes(), tensor.strides()) *
+                             tensor.element_size()};
 }
 
 absl::Status Launch::CopyToOutputs(const torch::jit::Stack& stack) {
@@ -574,13 +373,8 @@ absl::Status Launch::RunOutVariant(const c10::OperatorHandle& out_variant,
   }
   return absl::OkStatus();
 }
-
-absl::Status Launch::StoreTensor(const at::Tensor& tensor,
-                                 proto::Argument* out) {
-  if (!tensor.defined()) {
-    out->set_none(true);
-    return absl::OkStatus();
-  }
+absl::Status Launch::EncodeTensor(const at::Tensor& tensor,
+                                  proto::Argument* out) {
   if (tensor.layout() != c10::kStrided) {
     return Fail(proto::KERNEL_FAILURE, "the op returned a non-strided tensor");
   }
@@ -601,6 +395,7 @@ absl::Status Launch::StoreTensor(const at::Tensor& tensor,
   ref->set_address(*address);
   ref->set_dtype(static_cast<int32_t>(tensor.scalar_type()));
   ref->set_device(device);
+  // Row-major strides of the copy (size-1 and size-0 dims step by 1).
   int64_t stride = 1;
   std::vector<int64_t> strides(tensor.dim());
   for (int64_t dim = tensor.dim() - 1; dim >= 0; --dim) {
@@ -613,81 +408,6 @@ absl::Status Launch::StoreTensor(const at::Tensor& tensor,
   }
   return absl::OkStatus();
 }
-
-absl::Status Launch::EncodeResult(const c10::IValue& value,
-                                  const c10::TypePtr& type,
-                                  proto::Argument* out) {
-  if (value.isNone()) {
-    out->set_none(true);
-  } else if (value.isTensor()) {
-    return StoreTensor(value.toTensor(), out);
-  } else if (value.isTensorList() || value.isList()) {
-    if (value.isIntList()) {
-      for (int64_t element : value.toIntVector()) {
-        out->mutable_int_list()->add_values(element);
-      }
-    } else if (value.isDoubleList()) {
-      for (double element : value.toDoubleVector()) {
-        out->mutable_double_list()->add_values(element);
-      }
-    } else if (value.isBoolList()) {
-      for (bool element : value.toBoolList()) {
-        out->mutable_bool_list()->add_values(element);
-      }
-    } else {
-      proto::OptionalTensorList* list = out->mutable_tensor_list();
-      for (const c10::IValue& element : value.toListRef()) {
-        if (!element.isTensor() && !element.isNone()) {
-          return Fail(
-              proto::INVALID_VALUE,
-              absl::StrCat("cannot return a list of ", element.tagKind()));
-        }
-        absl::Status stored =
-            StoreTensor(element.isTensor() ? element.toTensor() : at::Tensor(),
-                        list->add_values());
-        if (!stored.ok()) return stored;
-      }
-    }
-  } else if (type->kind() == c10::TypeKind::NumberType ||
-             value.isComplexDouble()) {
-    // A Scalar return keeps its kind.
-    proto::Scalar* scalar = out->mutable_scalar();
-    if (value.isInt()) {
-      scalar->set_i(value.toInt());
-    } else if (value.isDouble()) {
-      scalar->set_d(value.toDouble());
-    } else if (value.isBool()) {
-      scalar->set_b(value.toBool());
-    } else if (value.isComplexDouble()) {
-      const c10::complex<double> complex = value.toComplexDouble();
-      if (type->kind() != c10::TypeKind::NumberType) {
-        out->mutable_complex_value()->set_real(complex.real());
-        out->mutable_complex_value()->set_imag(complex.imag());
-      } else {
-        scalar->mutable_c()->set_real(complex.real());
-        scalar->mutable_c()->set_imag(complex.imag());
-      }
-    } else {
-      return Fail(proto::INVALID_VALUE,
-                  absl::StrCat("cannot return a ", value.tagKind()));
-    }
-  } else if (value.isInt()) {
-    out->set_int_value(value.toInt());
-  } else if (value.isSymInt()) {
-    out->set_int_value(value.toSymInt().guard_int(__FILE__, __LINE__));
-  } else if (value.isDouble()) {
-    out->set_double_value(value.toDouble());
-  } else if (value.isBool()) {
-    out->set_bool_value(value.toBool());
-  } else if (value.isString()) {
-    out->set_string_value(value.toStringRef());
-  } else {
-    return Fail(proto::INVALID_VALUE,
-                absl::StrCat("cannot return a ", value.tagKind()));
-  }
-  return absl::OkStatus();
-}
-
 // Some out= kernels resize their output on the way (mse_loss.out with a
 // reduction first writes the elementwise loss into it) or get a wrongly
 // sized one, and client memory cannot grow. The kernel gets an alias of the
@@ -752,14 +472,15 @@ absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
         const c10::AliasInfo* written = schema.arguments()[index].alias_info();
         if (out.stand_in.defined() &&
             written->beforeSets() == alias->beforeSets()) {
-          absl::Status stored = StoreTensor(out.stand_in, result);
+          absl::Status stored = EncodeTensor(out.stand_in, result);
           if (!stored.ok()) return stored;
         }
       }
       continue;
     }
-    absl::Status encoded = EncodeResult(stack[i], type, reply.add_results());
-    if (!encoded.ok()) return encoded;
+    absl::Status encoded =
+        op_codec::EncodeValue(stack[i], type, *this, reply.add_results());
+    if (!encoded.ok()) return Fail(encoded);
   }
   const size_t size = reply.ByteSizeLong();
   const uint64_t limit = session_.limits().reply_bytes;
@@ -778,8 +499,7 @@ absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
   context_.slot->reply_sequence = sequence;
   return absl::OkStatus();
 }
-
-absl::Status Launch::Run(uint64_t sequence) {
+absl::StatusOr<const ResolvedOp*> Launch::Resolve() const {
   const ResolvedOp* resolved = ResolveOp(op_.name(), op_.overload());
   if (resolved == nullptr) {
     return MakeError(proto::INVALID_VALUE,
@@ -789,30 +509,53 @@ absl::Status Launch::Run(uint64_t sequence) {
     return Fail(proto::INVALID_VALUE,
                 "a synchronous launch must not name outputs");
   }
-  const c10::OperatorHandle* handle = &resolved->handle;
-  const c10::FunctionSchema* schema = &handle->schema();
-  absl::StatusOr<torch::jit::Stack> stack = BuildStack(*schema);
-  if (!stack.ok()) return stack.status();
-  // Outputs are checked before the kernel runs so that a bad TensorRef
-  // fails the launch without side effects.
+  return resolved;
+}
+
+absl::Status Launch::ValidateOutputs() const {
   for (const proto::TensorRef& output : op_.outputs()) {
-    absl::Status valid = session_.ValidateTensor(output).status();
+    absl::Status valid = op_codec::CheckTensorRef(output);
+    if (valid.ok()) valid = session_.ValidateTensor(output).status();
     if (!valid.ok()) {
       return Fail(ErrorCodeOf(valid),
                   absl::StrCat("output: ", valid.message()));
     }
   }
-  if (!op_.synchronous() && resolved->out_variant.has_value() &&
-      static_cast<size_t>(op_.outputs_size()) == schema->returns().size()) {
-    return RunOutVariant(*resolved->out_variant, &*stack);
+  return absl::OkStatus();
+}
+
+absl::Status Launch::RunAsynchronous(const ResolvedOp& resolved,
+                                     torch::jit::Stack* stack) {
+  if (resolved.out_variant.has_value() &&
+      static_cast<size_t>(op_.outputs_size()) ==
+          resolved.handle.schema().returns().size()) {
+    return RunOutVariant(*resolved.out_variant, stack);
   }
-  ReplaceOutArguments(*schema, &*stack);
-  Call(*handle, &*stack);
-  if (op_.synchronous()) {
-    FinishOutArguments();
-    return WriteReply(*schema, *stack, sequence);
-  }
+  ReplaceOutArguments(resolved.handle.schema(), stack);
+  Call(resolved.handle, stack);
   return CopyToOutputs(*stack);
+}
+
+absl::Status Launch::RunSynchronous(const c10::OperatorHandle& handle,
+                                    torch::jit::Stack* stack,
+                                    uint64_t sequence) {
+  ReplaceOutArguments(handle.schema(), stack);
+  Call(handle, stack);
+  FinishOutArguments();
+  return WriteReply(handle.schema(), *stack, sequence);
+}
+
+absl::Status Launch::Run(uint64_t sequence) {
+  absl::StatusOr<const ResolvedOp*> resolved = Resolve();
+  if (!resolved.ok()) return resolved.status();
+  absl::StatusOr<torch::jit::Stack> stack =
+      BuildStack((*resolved)->handle.schema());
+  if (!stack.ok()) return stack.status();
+  if (absl::Status outputs = ValidateOutputs(); !outputs.ok()) return outputs;
+  if (op_.synchronous()) {
+    return RunSynchronous((*resolved)->handle, &*stack, sequence);
+  }
+  return RunAsynchronous(**resolved, &*stack);
 }
 
 void Launch::ReleaseResults() {
@@ -821,17 +564,13 @@ void Launch::ReleaseResults() {
   }
   result_addresses_.clear();
 }
-
 }  // namespace
 
-OpRunner::OpRunner() {
+absl::Status AtenOpRunner::Run(const StreamContext& context,
+                               const proto::LaunchOp& op, uint64_t sequence) {
   // Intra-op parallelism is left at ATen's default (one thread per core),
   // shared by all stream workers: ATen's pool serializes nested parallel
   // regions, and with few cores more threads would only add contention.
-}
-
-absl::Status OpRunner::Run(const StreamContext& context,
-                           const proto::LaunchOp& op, uint64_t sequence) {
   // Plain inference: no autograd bookkeeping for daemon-side tensors.
   c10::InferenceMode inference_mode;
   Launch launch(context, op);
@@ -855,4 +594,4 @@ absl::Status OpRunner::Run(const StreamContext& context,
   return status;
 }
 
-}  // namespace openreg
+}  // namespace openreg::daemon

@@ -1,4 +1,4 @@
-#include "device_daemon/dtype.h"
+#include "data_plane/dtype.h"
 
 namespace openreg {
 namespace {

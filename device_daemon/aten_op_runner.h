@@ -1,0 +1,26 @@
+// The daemon's OpRunner: ATen's CPU kernels on daemon-owned device memory.
+// Arguments are decoded and results encoded with the one op codec
+// (op_codec/op_codec.h); with op_table.cc, the only part of the daemon that
+// includes ATen (compiling its headers is slow, and nothing else needs it).
+#ifndef OPENREG_DEVICE_DAEMON_ATEN_OP_RUNNER_H_
+#define OPENREG_DEVICE_DAEMON_ATEN_OP_RUNNER_H_
+
+#include "device_daemon/op_runner.h"
+
+namespace openreg::daemon {
+
+class AtenOpRunner : public OpRunner {
+ public:
+  // Looks the op up in the dispatcher, builds its argument stack (every
+  // tensor validated against the session and pinned while the kernel
+  // runs), calls it and delivers the results as OpRunner::Run says. An
+  // asynchronous launch copies each returned tensor into the matching
+  // output unless the op already wrote there (in place, out=, or a
+  // structured op run as its out= overload).
+  absl::Status Run(const StreamContext& context, const proto::LaunchOp& op,
+                   uint64_t sequence) override;
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_ATEN_OP_RUNNER_H_
