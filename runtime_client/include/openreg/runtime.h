@@ -83,7 +83,9 @@ Error DeviceSynchronize();
 // its pending frees once and retries before failing with kOutOfMemory.
 Error Malloc(void** device_ptr, size_t size);
 // Frees memory from Malloc. The memory is released after every command
-// already submitted on that device has finished; the call does not block.
+// already submitted on any stream of this process's session has finished
+// (all devices: a copy on another device may still read it); the call does
+// not block.
 Error Free(void* device_ptr);
 // The device of a device pointer; kInvalidValue for anything else.
 Error PointerGetDevice(const void* ptr, int* device);
