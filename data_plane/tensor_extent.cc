@@ -41,8 +41,8 @@ absl::StatusOr<TensorExtent> ComputeTensorExtent(
                                   " is negative"));
     }
     if (stride < 0) {
-      return Invalid(absl::StrCat("tensor stride ", stride, " in dimension ",
-                                  i, " is negative"));
+      return Invalid(absl::StrCat("tensor stride ", stride, " in dimension ", i,
+                                  " is negative"));
     }
     overflow |= __builtin_mul_overflow(numel, size, &numel);
     if (size > 0) {

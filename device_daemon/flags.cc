@@ -4,8 +4,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "data_plane/device_address.h"
-#include "device_daemon/byte_size.h"
 #include "data_plane/socket_path.h"
+#include "device_daemon/byte_size.h"
 
 ABSL_FLAG(int, devices, 2, "Number of emulated devices (1 to 64).");
 ABSL_FLAG(openreg::daemon::ByteSizeFlag, memory_per_device,

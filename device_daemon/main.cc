@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   // Debian's Abseil is built without NDEBUG: deadlock detection would run
   // on every Mutex operation of the per-command path.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  absl::StatusOr<openreg::daemon::DaemonConfig> config = openreg::daemon::ConfigFromFlags();
+  absl::StatusOr<openreg::daemon::DaemonConfig> config =
+      openreg::daemon::ConfigFromFlags();
   if (!config.ok()) {
     std::fprintf(stderr, "openreg-daemon: %s\n",
                  std::string(config.status().message()).c_str());

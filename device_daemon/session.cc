@@ -235,7 +235,8 @@ absl::StatusOr<TensorExtent> Session::ValidateTensor(
 absl::StatusOr<PinnedRange> Session::PinTensor(const proto::TensorRef& tensor,
                                                TensorExtent* extent) const {
   absl::StatusOr<TensorExtent> computed = ComputeTensorExtent(
-      tensor.dtype(), {tensor.sizes().data(), static_cast<size_t>(tensor.sizes_size())},
+      tensor.dtype(),
+      {tensor.sizes().data(), static_cast<size_t>(tensor.sizes_size())},
       {tensor.strides().data(), static_cast<size_t>(tensor.strides_size())});
   if (!computed.ok()) return computed.status();
   if (extent != nullptr) *extent = *computed;

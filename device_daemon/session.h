@@ -27,11 +27,11 @@
 #include "absl/synchronization/mutex.h"
 #include "data_plane/session_layout.h"
 #include "data_plane/shared_memory.h"
+#include "data_plane/tensor_extent.h"
 #include "data_plane/unix_socket.h"
 #include "device_daemon/device_buffer.h"
 #include "device_daemon/devices.h"
 #include "device_daemon/host_region.h"
-#include "data_plane/tensor_extent.h"
 #include "protos/commands.pb.h"
 
 namespace openreg::daemon {

@@ -120,8 +120,8 @@ absl::Status EncodeNumber(const c10::IValue& value, proto::Scalar* out) {
     out->mutable_c()->set_real(complex.real());
     out->mutable_c()->set_imag(complex.imag());
   } else {
-    return Invalid(absl::StrCat("cannot encode a ", value.tagKind(),
-                                " as a number"));
+    return Invalid(
+        absl::StrCat("cannot encode a ", value.tagKind(), " as a number"));
   }
   return absl::OkStatus();
 }
@@ -182,9 +182,9 @@ class ArgumentContext {
   // Keeps the code of `status` (e.g. INVALID_DEVICE).
   absl::Status Wrap(const absl::Status& status) const {
     if (schema_ == nullptr) return status;
-    return MakeError(ErrorCodeOf(status),
-                     absl::StrCat("argument '", schema_->name(), "' ",
-                                  status.message()));
+    return MakeError(
+        ErrorCodeOf(status),
+        absl::StrCat("argument '", schema_->name(), "' ", status.message()));
   }
 
  private:
@@ -286,10 +286,9 @@ absl::Status EncodeHostTensor(const at::Tensor& tensor,
   const at::Tensor contiguous = tensor.contiguous();
   const int64_t nbytes = contiguous.numel() * contiguous.element_size();
   if (nbytes > kMaxInlineHostBytes) {
-    return Invalid(absl::StrCat("a CPU tensor of ", nbytes,
-                                " bytes is larger than the ",
-                                kMaxInlineHostBytes,
-                                " bytes that travel inline"));
+    return Invalid(
+        absl::StrCat("a CPU tensor of ", nbytes, " bytes is larger than the ",
+                     kMaxInlineHostBytes, " bytes that travel inline"));
   }
   for (int64_t size : contiguous.sizes()) out->add_sizes(size);
   out->set_dtype(static_cast<int32_t>(contiguous.scalar_type()));
@@ -300,7 +299,8 @@ absl::Status EncodeHostTensor(const at::Tensor& tensor,
 absl::StatusOr<at::Tensor> DecodeHostTensor(const proto::HostTensor& host) {
   const int64_t element_size = DtypeElementSize(host.dtype());
   if (element_size == 0) {
-    return Invalid(absl::StrCat("host tensor has unknown dtype ", host.dtype()));
+    return Invalid(
+        absl::StrCat("host tensor has unknown dtype ", host.dtype()));
   }
   if (absl::Status dtype = CheckNotQuantized(host.dtype()); !dtype.ok()) {
     return dtype;
@@ -323,10 +323,10 @@ absl::StatusOr<at::Tensor> DecodeHostTensor(const proto::HostTensor& host) {
                                 " needs ", numel, " x ", element_size,
                                 " bytes but carries ", host.data().size()));
   }
-  at::Tensor tensor = at::empty(
-      sizes, at::TensorOptions()
-                 .dtype(static_cast<at::ScalarType>(host.dtype()))
-                 .device(at::kCPU));
+  at::Tensor tensor =
+      at::empty(sizes, at::TensorOptions()
+                           .dtype(static_cast<at::ScalarType>(host.dtype()))
+                           .device(at::kCPU));
   if (bytes != 0) std::memcpy(tensor.data_ptr(), host.data().data(), bytes);
   return tensor;
 }
@@ -414,8 +414,7 @@ absl::StatusOr<c10::IValue> DecodeValue(const proto::Argument& argument,
       if (type != nullptr) {
         const int64_t limit = EnumLimit(*schema);
         if (limit >= 0 && (value < 0 || value >= limit)) {
-          return context.Bad(
-              absl::StrCat(value, " is not a valid enum value"));
+          return context.Bad(absl::StrCat(value, " is not a valid enum value"));
         }
         if (type->kind() == c10::TypeKind::FloatType) {
           return c10::IValue(static_cast<double>(value));

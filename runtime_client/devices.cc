@@ -18,7 +18,6 @@ using client::SetCurrentDevice;
 using client::StreamContext;
 using client::WithSession;
 
-
 Error GetDeviceCount(int* count) {
   if (count == nullptr) {
     return ReturnStatus(NullArgumentError("GetDeviceCount", "count"));

@@ -15,7 +15,6 @@ using client::Session;
 using client::SetConfiguredDaemonBinary;
 using client::WithSession;
 
-
 Error Init() {
   return ReturnStatus(WithSession([](Session&) { return absl::OkStatus(); }));
 }

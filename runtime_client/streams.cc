@@ -18,7 +18,6 @@ using client::Session;
 using client::StreamContext;
 using client::WithSession;
 
-
 Error StreamCreate(StreamId* stream, int priority) {
   if (stream == nullptr) {
     return ReturnStatus(NullArgumentError("StreamCreate", "stream"));

@@ -57,7 +57,8 @@ class DaemonTest : public ::testing::Test {
     options_.session_limits.ring_bytes = 64 * 1024;
     options_.session_limits.reply_bytes = 64 * 1024;
     options_.session_limits.staging_bytes = 1 << 20;
-    absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options_, std::make_unique<AtenOpRunner>());
+    absl::StatusOr<std::unique_ptr<Daemon>> daemon =
+        Daemon::Start(options_, std::make_unique<AtenOpRunner>());
     ASSERT_TRUE(daemon.ok()) << daemon.status();
     daemon_ = *std::move(daemon);
     stub_ = proto::DeviceDaemon::NewStub(grpc::CreateChannel(
@@ -449,7 +450,8 @@ TEST_F(DaemonTest, DetachEndsTheSession) {
 }
 
 TEST_F(DaemonTest, ASecondDaemonOnTheSameSocketIsRefused) {
-  absl::StatusOr<std::unique_ptr<Daemon>> second = Daemon::Start(options_, std::make_unique<AtenOpRunner>());
+  absl::StatusOr<std::unique_ptr<Daemon>> second =
+      Daemon::Start(options_, std::make_unique<AtenOpRunner>());
   ASSERT_FALSE(second.ok());
   EXPECT_TRUE(absl::IsAlreadyExists(second.status())) << second.status();
   EXPECT_EQ(second.status().message(),
@@ -473,7 +475,8 @@ TEST_F(DaemonTest, ShutdownRemovesTheSockets) {
 TEST_F(DaemonTest, IdleExitEndsRun) {
   daemon_.reset();
   options_.idle_exit = absl::Milliseconds(300);
-  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options_, std::make_unique<AtenOpRunner>());
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon =
+      Daemon::Start(options_, std::make_unique<AtenOpRunner>());
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   daemon_ = *std::move(daemon);
   const absl::Time start = absl::Now();
@@ -485,7 +488,8 @@ TEST_F(DaemonTest, IdleExitEndsRun) {
 TEST_F(DaemonTest, IdleExitWaitsWhileAClientIsAttached) {
   daemon_.reset();
   options_.idle_exit = absl::Milliseconds(200);
-  absl::StatusOr<std::unique_ptr<Daemon>> daemon = Daemon::Start(options_, std::make_unique<AtenOpRunner>());
+  absl::StatusOr<std::unique_ptr<Daemon>> daemon =
+      Daemon::Start(options_, std::make_unique<AtenOpRunner>());
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   daemon_ = *std::move(daemon);
   std::unique_ptr<Client> client = Attach();

@@ -13,8 +13,7 @@ namespace openreg {
 namespace {
 
 TEST(ErrorCodesTest, EveryWireCodeHasOneEntryWithAName) {
-  const google::protobuf::EnumDescriptor* codes =
-      proto::ErrorCode_descriptor();
+  const google::protobuf::EnumDescriptor* codes = proto::ErrorCode_descriptor();
   std::set<std::string> names;
   for (int i = 0; i < codes->value_count(); ++i) {
     const auto code = static_cast<proto::ErrorCode>(codes->value(i)->number());
@@ -27,8 +26,7 @@ TEST(ErrorCodesTest, EveryWireCodeHasOneEntryWithAName) {
 }
 
 TEST(ErrorCodesTest, OnlyOkIsSuccess) {
-  const google::protobuf::EnumDescriptor* codes =
-      proto::ErrorCode_descriptor();
+  const google::protobuf::EnumDescriptor* codes = proto::ErrorCode_descriptor();
   for (int i = 0; i < codes->value_count(); ++i) {
     const auto code = static_cast<proto::ErrorCode>(codes->value(i)->number());
     const ErrorCodeInfo& info = ErrorInfo(code);

@@ -11,10 +11,10 @@
 #include <numeric>
 #include <vector>
 
+#include "device_daemon/aten_op_runner.h"
 #include "device_daemon/command_executor.h"
 #include "device_daemon/devices.h"
 #include "device_daemon/errors.h"
-#include "device_daemon/aten_op_runner.h"
 #include "device_daemon/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

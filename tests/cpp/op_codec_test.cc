@@ -40,7 +40,8 @@ class InProcessTensors : public DeviceTensorCodec {
   absl::StatusOr<at::Tensor> DecodeTensorRef(
       const proto::TensorRef& ref) override {
     absl::StatusOr<TensorExtent> extent = ComputeTensorExtent(
-        ref.dtype(), {ref.sizes().data(), static_cast<size_t>(ref.sizes_size())},
+        ref.dtype(),
+        {ref.sizes().data(), static_cast<size_t>(ref.sizes_size())},
         {ref.strides().data(), static_cast<size_t>(ref.strides_size())});
     if (!extent.ok()) return extent.status();
     at::Tensor tensor = at::from_blob(
@@ -201,8 +202,8 @@ TEST_F(OpCodecTest, MaximumRankAndLazyBitsRoundTrip) {
   const at::Tensor deep = tensors_.OnDevice(
       at::ones(std::vector<int64_t>(kMaxTensorDims, 1), at::kDouble));
   ExpectSameTensor(deep, RoundTrip(deep).toTensor());
-  const at::Tensor complex = tensors_.OnDevice(
-      at::complex(at::arange(4, at::kFloat), at::ones({4})));
+  const at::Tensor complex =
+      tensors_.OnDevice(at::complex(at::arange(4, at::kFloat), at::ones({4})));
   ExpectSameTensor(complex.conj(), RoundTrip(complex.conj()).toTensor());
   const at::Tensor real = tensors_.OnDevice(at::arange(4, at::kFloat));
   ExpectSameTensor(real._neg_view(), RoundTrip(real._neg_view()).toTensor());
@@ -236,9 +237,9 @@ TEST_F(OpCodecTest, UndefinedTensorsTravelAsNone) {
 
 TEST_F(OpCodecTest, OversizedHostTensorsAreRefusedAtEncoding) {
   proto::Argument wire;
-  const absl::Status status = EncodeValue(
-      at::zeros({kMaxInlineHostBytes / 4 + 1}, at::kFloat), nullptr, tensors_,
-      &wire);
+  const absl::Status status =
+      EncodeValue(at::zeros({kMaxInlineHostBytes / 4 + 1}, at::kFloat), nullptr,
+                  tensors_, &wire);
   EXPECT_FALSE(status.ok());
   EXPECT_NE(status.message().find("inline"), std::string::npos) << status;
 }
@@ -296,9 +297,9 @@ TEST_F(OpCodecTest, BadTensorRefsAndHostTensorsAreRejected) {
   }));
 
   proto::Argument host;
-  ASSERT_TRUE(EncodeValue(at::ones({2, 2}, at::kDouble), nullptr, tensors_,
-                          &host)
-                  .ok());
+  ASSERT_TRUE(
+      EncodeValue(at::ones({2, 2}, at::kDouble), nullptr, tensors_, &host)
+          .ok());
   const auto host_rejected = [&](auto mutate) {
     proto::Argument bad = host;
     mutate(bad.mutable_host_tensor());

@@ -12,11 +12,11 @@
 
 #include "absl/time/clock.h"
 #include "data_plane/device_address.h"
+#include "device_daemon/aten_op_runner.h"
 #include "device_daemon/command_executor.h"
 #include "device_daemon/devices.h"
 #include "device_daemon/errors.h"
 #include "device_daemon/execution_gate.h"
-#include "device_daemon/aten_op_runner.h"
 #include "device_daemon/session.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
