@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "data_plane/error_codes.h"
 #include "runtime_client/command_encoding.h"
 #include "runtime_client/thread_state.h"
 
@@ -15,11 +16,6 @@ namespace {
 template <size_t N>
 std::string FieldText(const char (&field)[N]) {
   return std::string(field, strnlen(field, N));
-}
-
-bool IsKnownError(uint32_t code) {
-  return code > static_cast<uint32_t>(Error::kSuccess) &&
-         code <= static_cast<uint32_t>(Error::kInternal);
 }
 
 }  // namespace
@@ -237,8 +233,9 @@ absl::Status Session::TakeStreamError(StreamContext& stream) {
   const std::string message = FieldText(shared->error_message);
   shared->error_code.compare_exchange_strong(code, 0,
                                              std::memory_order_acq_rel);
-  const Error error =
-      IsKnownError(code) ? static_cast<Error>(code) : Error::kKernelFailure;
+  // A code outside the table (a corrupted record) is a kernel failure.
+  const bool known = proto::ErrorCode_IsValid(static_cast<int>(code));
+  const Error error = known ? static_cast<Error>(code) : Error::kKernelFailure;
   return MakeError(
       error, absl::StrCat("openreg: ", op.empty() ? "a command" : op,
                           " failed on openreg:",
