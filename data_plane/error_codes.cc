@@ -35,6 +35,16 @@ constexpr ErrorCodeInfo kErrorTable[] = {
     {proto::RESOURCE_EXHAUSTED, SC::kResourceExhausted, "resource exhausted",
      PE::kRuntimeError},
     {proto::INTERNAL, SC::kInternal, "internal error", PE::kRuntimeError},
+    {proto::KERNEL_INDEX_ERROR, SC::kOutOfRange, "kernel index error",
+     PE::kIndexError},
+    {proto::KERNEL_VALUE_ERROR, SC::kInvalidArgument, "kernel value error",
+     PE::kValueError},
+    {proto::KERNEL_TYPE_ERROR, SC::kInvalidArgument, "kernel type error",
+     PE::kTypeError},
+    {proto::KERNEL_NOT_IMPLEMENTED_ERROR, SC::kUnimplemented,
+     "kernel not implemented", PE::kNotImplementedError},
+    {proto::KERNEL_LINALG_ERROR, SC::kAborted, "kernel linear algebra error",
+     PE::kLinAlgError},
 };
 constexpr int kTableSize = sizeof(kErrorTable) / sizeof(kErrorTable[0]);
 
@@ -116,6 +126,14 @@ const char* PythonExceptionName(PythonException exception) {
       return "ValueError";
     case PythonException::kOutOfMemoryError:
       return "torch.OutOfMemoryError";
+    case PythonException::kIndexError:
+      return "IndexError";
+    case PythonException::kTypeError:
+      return "TypeError";
+    case PythonException::kNotImplementedError:
+      return "NotImplementedError";
+    case PythonException::kLinAlgError:
+      return "torch.linalg.LinAlgError";
   }
   return "RuntimeError";
 }

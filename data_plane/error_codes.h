@@ -26,6 +26,10 @@ enum class PythonException {
   kRuntimeError,
   kValueError,
   kOutOfMemoryError,  // torch.OutOfMemoryError
+  kIndexError,
+  kTypeError,
+  kNotImplementedError,
+  kLinAlgError,  // torch.linalg.LinAlgError
 };
 
 struct ErrorCodeInfo {

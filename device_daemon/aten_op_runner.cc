@@ -116,8 +116,8 @@ class Launch : public op_codec::DeviceTensorCodec {
   // A CPU tensor over the session memory `ref` names (extent validated,
   // memory pinned). Its dtype and bits were checked by op_codec::
   // CheckTensorRef (DecodeValue for arguments, ValidateOutputs for
-  // outputs). A `growable` tensor's storage may be resized by the kernel: the data
-  // then moves to daemon heap memory (see RunOutVariant).
+  // outputs). A `growable` tensor's storage may be resized by the kernel: the
+  // data then moves to daemon heap memory (see RunOutVariant).
   absl::StatusOr<at::Tensor> DeviceTensor(const proto::TensorRef& ref,
                                           bool growable = false);
   // The device that owns synchronous results: the first device tensor
@@ -191,16 +191,18 @@ absl::StatusOr<at::Tensor> Launch::DeviceTensor(const proto::TensorRef& ref,
 }
 absl::StatusOr<c10::Device> Launch::DecodeDevice(int32_t index) {
   if (!session_.devices().IsValid(index)) {
-    return MakeError(proto::INVALID_DEVICE,
-                     absl::StrCat("names device ", index, " but the daemon has ",
-                                  session_.devices().count()));
+    return MakeError(
+        proto::INVALID_DEVICE,
+        absl::StrCat("names device ", index, " but the daemon has ",
+                     session_.devices().count()));
   }
   return c10::Device(c10::kCPU);
 }
 
 absl::StatusOr<c10::IValue> Launch::DecodeGenerator(
     const proto::GeneratorState& state) {
-  return c10::IValue(at::make_generator<at::CPUGeneratorImpl>(EngineSeed(state)));
+  return c10::IValue(
+      at::make_generator<at::CPUGeneratorImpl>(EngineSeed(state)));
 }
 
 absl::StatusOr<torch::jit::Stack> Launch::BuildStack(
@@ -564,6 +566,30 @@ void Launch::ReleaseResults() {
   }
   result_addresses_.clear();
 }
+// c10's error classes keep their identity across the process boundary: the
+// client raises the same Python class (the error table maps the codes).
+proto::ErrorCode CodeOfKernelError(const c10::Error& error) {
+  if (dynamic_cast<const c10::IndexError*>(&error) != nullptr) {
+    return proto::KERNEL_INDEX_ERROR;
+  }
+  if (dynamic_cast<const c10::ValueError*>(&error) != nullptr) {
+    return proto::KERNEL_VALUE_ERROR;
+  }
+  if (dynamic_cast<const c10::TypeError*>(&error) != nullptr) {
+    return proto::KERNEL_TYPE_ERROR;
+  }
+  if (dynamic_cast<const c10::NotImplementedError*>(&error) != nullptr) {
+    return proto::KERNEL_NOT_IMPLEMENTED_ERROR;
+  }
+  if (dynamic_cast<const c10::LinAlgError*>(&error) != nullptr) {
+    return proto::KERNEL_LINALG_ERROR;
+  }
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&error) != nullptr) {
+    return proto::OUT_OF_MEMORY;
+  }
+  return proto::KERNEL_FAILURE;
+}
+
 }  // namespace
 
 absl::Status AtenOpRunner::Run(const StreamContext& context,
@@ -578,8 +604,10 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
   try {
     status = launch.Run(sequence);
   } catch (const c10::Error& error) {
-    status = KernelFailureError(absl::StrCat(
-        launch.op_name(), " failed: ", error.what_without_backtrace()));
+    // The kernel's own message, unchanged: the error record names the op,
+    // and the client adds where and when it ran after the message.
+    status =
+        MakeError(CodeOfKernelError(error), error.what_without_backtrace());
   } catch (const std::bad_alloc&) {
     status = KernelFailureError(absl::StrCat(
         launch.op_name(), " failed: out of host memory in the daemon"));

@@ -24,7 +24,13 @@ static_assert(Same(Error::kInvalidHandle, proto::INVALID_HANDLE));
 static_assert(Same(Error::kPermissionDenied, proto::PERMISSION_DENIED));
 static_assert(Same(Error::kResourceExhausted, proto::RESOURCE_EXHAUSTED));
 static_assert(Same(Error::kInternal, proto::INTERNAL));
-static_assert(static_cast<int>(Error::kInternal) + 1 ==
+static_assert(Same(Error::kKernelIndexError, proto::KERNEL_INDEX_ERROR));
+static_assert(Same(Error::kKernelValueError, proto::KERNEL_VALUE_ERROR));
+static_assert(Same(Error::kKernelTypeError, proto::KERNEL_TYPE_ERROR));
+static_assert(Same(Error::kKernelNotImplementedError,
+                   proto::KERNEL_NOT_IMPLEMENTED_ERROR));
+static_assert(Same(Error::kKernelLinAlgError, proto::KERNEL_LINALG_ERROR));
+static_assert(static_cast<int>(Error::kKernelLinAlgError) + 1 ==
                   proto::ErrorCode_ARRAYSIZE,
               "runtime.h's Error must list every proto::ErrorCode");
 

@@ -231,16 +231,19 @@ absl::Status Session::TakeStreamError(StreamContext& stream) {
   // writes nothing new until the code is cleared, so the copy is stable.
   const std::string op = FieldText(shared->error_op);
   const std::string message = FieldText(shared->error_message);
+  const uint64_t sequence = shared->error_sequence;
   shared->error_code.compare_exchange_strong(code, 0,
                                              std::memory_order_acq_rel);
   // A code outside the table (a corrupted record) is a kernel failure.
   const bool known = proto::ErrorCode_IsValid(static_cast<int>(code));
   const Error error = known ? static_cast<Error>(code) : Error::kKernelFailure;
+  // The original message first (so that it reads, and matches, as the
+  // same error would on CPU), then where and when it happened.
   return MakeError(
-      error, absl::StrCat("openreg: ", op.empty() ? "a command" : op,
+      error, absl::StrCat(message, " (openreg: ", op.empty() ? "a command" : op,
                           " failed on openreg:",
-                          stream.device.load(std::memory_order_relaxed), ": ",
-                          message));
+                          stream.device.load(std::memory_order_relaxed),
+                          ", command ", sequence, " of its stream)"));
 }
 
 absl::Status Session::Synchronize(StreamContext& stream) {

@@ -20,6 +20,14 @@ void ThrowRuntimeError(Error error, const char* call) {
       TORCH_CHECK_WITH(OutOfMemoryError, false, message);
     case PythonException::kValueError:
       TORCH_CHECK_VALUE(false, message);
+    case PythonException::kIndexError:
+      TORCH_CHECK_INDEX(false, message);
+    case PythonException::kTypeError:
+      TORCH_CHECK_TYPE(false, message);
+    case PythonException::kNotImplementedError:
+      TORCH_CHECK_NOT_IMPLEMENTED(false, message);
+    case PythonException::kLinAlgError:
+      TORCH_CHECK_WITH(LinAlgError, false, message);
     case PythonException::kNone:
     case PythonException::kRuntimeError:
       break;

@@ -32,6 +32,14 @@ enum class Error : int {
   kPermissionDenied = 10,
   kResourceExhausted = 11,
   kInternal = 12,
+  // A kernel raised one of c10's error classes (IndexError, ValueError,
+  // TypeError, NotImplementedError, LinAlgError); torch_openreg raises
+  // the same Python class.
+  kKernelIndexError = 13,
+  kKernelValueError = 14,
+  kKernelTypeError = 15,
+  kKernelNotImplementedError = 16,
+  kKernelLinAlgError = 17,
 };
 
 // "invalid value", "out of memory", ...
