@@ -116,15 +116,6 @@ class Stream(torch.Stream):
                 f"stream_id={self.stream_id}>")
 
 
-def _as_stream(stream):
-    """A :class:`Stream` view of a generic openreg torch.Stream."""
-    if stream is None or isinstance(stream, Stream):
-        return stream
-    _check_openreg(stream)
-    return Stream(stream_id=stream.stream_id, device_index=stream.device_index,
-                  device_type=stream.device_type)
-
-
 class Event:
     """An openreg event: a marker in a stream, used to wait for the work
     before it, to order streams, and to time device work.
