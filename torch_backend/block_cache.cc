@@ -56,20 +56,6 @@ std::string Bytes(size_t bytes) {
   return absl::StrFormat("%.2f MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-// Runs `fn` with the runtime's current device set to `device`.
-template <typename Fn>
-Error OnDevice(c10::DeviceIndex device, Fn fn) {
-  int previous = 0;
-  GetDevice(&previous);
-  if (previous != device) {
-    const Error set = SetDevice(device);
-    if (set != Error::kSuccess) return set;
-  }
-  const Error error = fn();
-  if (previous != device) SetDevice(previous);
-  return error;
-}
-
 }  // namespace
 
 bool BlockCache::BlockOrder::operator()(const Block* a, const Block* b) const {
@@ -129,30 +115,25 @@ BlockCache::Block* BlockCache::AllocateSegment(size_t rounded, StreamId stream,
     }
   }
   void* ptr = nullptr;
-  const auto malloc = [&] { return Malloc(&ptr, segment); };
-  Error error = OnDevice(device_, malloc);
+  Error error = memory_->Malloc(&ptr, segment);
   if (error == Error::kOutOfMemory) {
     // Cached blocks count against the device: give them back and retry,
     // then wait for blocks still in use on other streams and retry again.
     stats_.num_alloc_retries += 1;
-    GetLastError();
+    memory_->IgnoreError(error, "retried after emptying the cache");
     ReleaseFreeSegments();
-    error = OnDevice(device_, malloc);
+    error = memory_->Malloc(&ptr, segment);
     if (error == Error::kOutOfMemory && !pending_.empty()) {
-      GetLastError();
+      memory_->IgnoreError(error, "retried after pending frees completed");
       ProcessPendingFrees(/*wait=*/true);
       ReleaseFreeSegments();
-      error = OnDevice(device_, malloc);
+      error = memory_->Malloc(&ptr, segment);
     }
   }
-  if (error == Error::kOutOfMemory) {
-    std::string daemon_message = GetLastErrorMessage();
-    GetLastError();
-    ThrowOutOfMemory(rounded, daemon_message);
-  }
   if (error != Error::kSuccess) {
-    std::string message = GetLastErrorMessage();
-    GetLastError();
+    const std::string message = memory_->LastErrorMessage();
+    memory_->IgnoreError(error, "raised below with its message");
+    if (error == Error::kOutOfMemory) ThrowOutOfMemory(rounded, message);
     TORCH_CHECK(false, message);
   }
   Block* block = new Block();
@@ -225,7 +206,8 @@ void BlockCache::Free(void* ptr) {
     Update(stats_.active, false, -1);
     Update(stats_.segment, false, -1);
     stats_.num_device_free += 1;
-    if (openreg::Free(ptr) != Error::kSuccess) GetLastError();  // daemon gone
+    memory_->IgnoreError(memory_->Free(ptr),
+                         "a lost daemon took the memory with it");
     return;
   }
   Block* block = it->second;
@@ -242,14 +224,16 @@ void BlockCache::Free(void* ptr) {
     if (!spare_events_.empty()) {
       event = spare_events_.back();
       spare_events_.pop_back();
-    } else if (OnDevice(device_, [&] {
-                 return EventCreate(&event, kEventDisableTiming);
-               }) != Error::kSuccess) {
-      GetLastError();
-      continue;  // daemon gone: nothing will run on the block any more
+    } else if (const Error created = memory_->CreateEvent(&event);
+               created != Error::kSuccess) {
+      memory_->IgnoreError(created,
+                           "a lost daemon runs nothing on the block any more");
+      continue;
     }
-    if (EventRecord(event, stream) != Error::kSuccess) {
-      GetLastError();
+    if (const Error recorded = memory_->RecordEvent(event, stream);
+        recorded != Error::kSuccess) {
+      memory_->IgnoreError(recorded,
+                           "the stream is gone: nothing of it uses the block");
       spare_events_.push_back(event);
       continue;
     }
@@ -263,12 +247,10 @@ void BlockCache::Free(void* ptr) {
 void BlockCache::ProcessPendingFrees(bool wait) {
   auto done = [&](PendingFree& pending) {
     for (EventId event : pending.events) {
-      const Error status = wait ? EventSynchronize(event) : EventQuery(event);
-      if (status == Error::kNotReady) {
-        GetLastError();
-        return false;
-      }
-      if (status != Error::kSuccess) GetLastError();  // lost: nothing runs
+      const Error status =
+          wait ? memory_->SynchronizeEvent(event) : memory_->QueryEvent(event);
+      if (status == Error::kNotReady) return false;  // an answer, not a failure
+      memory_->IgnoreError(status, "a lost device runs nothing on the block");
     }
     return true;
   };
@@ -298,7 +280,8 @@ bool BlockCache::ReleaseFreeSegments() {
       it = pool.erase(it);
       // Stream-ordered in the runtime: queued work on the memory finishes
       // before the daemon reuses it.
-      if (openreg::Free(block->ptr) != Error::kSuccess) GetLastError();
+      memory_->IgnoreError(memory_->Free(block->ptr),
+                           "a lost daemon took the segment with it");
       Update(stats_.reserved_bytes, small, -static_cast<int64_t>(block->size));
       Update(stats_.segment, small, -1);
       stats_.num_device_free += 1;

@@ -12,6 +12,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstddef>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <vector>
@@ -19,12 +20,16 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "openreg/runtime.h"
+#include "torch_backend/device_memory.h"
 
 namespace openreg::torch_backend {
 
 class BlockCache {
  public:
-  explicit BlockCache(c10::DeviceIndex device) : device_(device) {}
+  // Segments and events come from `memory` (RuntimeDeviceMemory in the
+  // backend, a fake in tests).
+  BlockCache(c10::DeviceIndex device, std::unique_ptr<DeviceMemory> memory)
+      : device_(device), memory_(std::move(memory)) {}
   BlockCache(const BlockCache&) = delete;
   BlockCache& operator=(const BlockCache&) = delete;
 
@@ -80,6 +85,7 @@ class BlockCache {
   void CountAllocation(Block* block, int sign);
 
   const c10::DeviceIndex device_;
+  const std::unique_ptr<DeviceMemory> memory_;
   std::mutex mutex_;
   Pool small_blocks_;
   Pool large_blocks_;

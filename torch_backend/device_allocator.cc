@@ -7,6 +7,7 @@
 #include "openreg/runtime.h"
 #include "torch_backend/block_cache.h"
 #include "torch_backend/device_guard.h"
+#include "torch_backend/ignored_error.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -19,8 +20,10 @@ BlockCache& CacheFor(c10::DeviceIndex device) {
               "openreg: invalid device index ", static_cast<int>(device));
   static auto* caches = new std::array<BlockCache*, kMaxDevices>();
   static auto* once = new std::array<std::once_flag, kMaxDevices>();
-  std::call_once((*once)[device],
-                 [device] { (*caches)[device] = new BlockCache(device); });
+  std::call_once((*once)[device], [device] {
+    (*caches)[device] =
+        new BlockCache(device, std::make_unique<RuntimeDeviceMemory>(device));
+  });
   return *(*caches)[device];
 }
 
@@ -69,9 +72,10 @@ void DeviceAllocator::copy_data(void* dest, const void* src,
 
 void DeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
   int count = 0;
-  if (!IsConnected() || GetDeviceCount(&count) != Error::kSuccess) {
-    GetLastError();
-    return;  // nothing was ever allocated
+  if (!IsConnected() ||
+      IgnoreError(GetDeviceCount(&count),
+                  "no device: nothing was ever allocated") != Error::kSuccess) {
+    return;
   }
   for (int device = 0; device < count; ++device) {
     CacheFor(static_cast<c10::DeviceIndex>(device)).EmptyCache();

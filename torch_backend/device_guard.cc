@@ -10,14 +10,13 @@
 #include "data_plane/device_address.h"
 #include "openreg/runtime.h"
 #include "torch_backend/device_allocator.h"
+#include "torch_backend/ignored_error.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
 namespace {
 
 constexpr c10::DeviceType kType = DeviceGuardImpl::kDeviceType;
-constexpr int kPriorityLevels =
-    kLeastStreamPriority - kGreatestStreamPriority + 1;
 
 // Stream ids are runtime stream slots; device d's default stream is slot d.
 c10::Stream MakeStream(c10::DeviceIndex device, StreamId slot) {
@@ -65,7 +64,8 @@ struct StreamPool {
 StreamPool& PoolOf(c10::DeviceIndex device, int priority) {
   // Leaked: pool streams may be used from static destructors.
   static auto* pools =
-      new std::array<std::array<StreamPool, kPriorityLevels>, kMaxDevices>();
+      new std::array<std::array<StreamPool, kStreamPriorityLevels>,
+                     kMaxDevices>();
   return (*pools)[device][kLeastStreamPriority - priority];
 }
 
@@ -73,18 +73,15 @@ StreamPool& PoolOf(c10::DeviceIndex device, int priority) {
 // shut down and a new session attached since it was created).
 bool StillValid(StreamId stream, c10::DeviceIndex device) {
   int actual = -1;
-  if (StreamGetDevice(stream, &actual) != Error::kSuccess) {
-    GetLastError();
+  if (IgnoreError(StreamGetDevice(stream, &actual),
+                  "a stream of an earlier session is stale") !=
+      Error::kSuccess) {
     return false;
   }
   return actual == device;
 }
 
 }  // namespace
-
-int ClampStreamPriority(int priority) {
-  return std::clamp(priority, kGreatestStreamPriority, kLeastStreamPriority);
-}
 
 c10::Stream StreamFromPool(c10::DeviceIndex device, int priority) {
   device = ResolveDevice(device);
@@ -108,7 +105,7 @@ c10::Stream StreamFromPool(c10::DeviceIndex device, int priority) {
     if (error != Error::kResourceExhausted || pool.streams.empty()) {
       OPENREG_CHECK(error);
     }
-    GetLastError();
+    IgnoreError(error, "a full pool makes do with the streams it has");
     pool.full = true;
   }
   return MakeStream(device, pool.streams[pick % pool.streams.size()]);
@@ -200,8 +197,8 @@ c10::Stream DeviceGuardImpl::exchangeStream(c10::Stream stream) const {
 
 c10::DeviceIndex DeviceGuardImpl::deviceCount() const noexcept {
   int count = 0;
-  if (GetDeviceCount(&count) != Error::kSuccess) {
-    GetLastError();  // "no device" is the answer, not an error to keep
+  if (IgnoreError(GetDeviceCount(&count),
+                  "no device is deviceCount()'s answer") != Error::kSuccess) {
     return 0;
   }
   return static_cast<c10::DeviceIndex>(count);
@@ -210,7 +207,8 @@ c10::DeviceIndex DeviceGuardImpl::deviceCount() const noexcept {
 void DeviceGuardImpl::destroyEvent(
     void* event, const c10::DeviceIndex /*device_index*/) const noexcept {
   if (event == nullptr) return;
-  if (EventDestroy(EventFromHandle(event)) != Error::kSuccess) GetLastError();
+  IgnoreError(EventDestroy(EventFromHandle(event)),
+              "noexcept; a lost daemon took the event with it");
 }
 
 void DeviceGuardImpl::record(void** event, const c10::Stream& stream,
@@ -241,8 +239,8 @@ void DeviceGuardImpl::block(void* event, const c10::Stream& stream) const {
 bool DeviceGuardImpl::queryEvent(void* event) const {
   if (event == nullptr) return true;
   const Error error = EventQuery(EventFromHandle(event));
+  // kNotReady is an answer, never recorded as the last error (as CUDA).
   if (error == Error::kNotReady) {
-    GetLastError();
     return false;
   }
   OPENREG_CHECK(error);
@@ -267,8 +265,7 @@ double DeviceGuardImpl::elapsedTime(
 
 bool DeviceGuardImpl::queryStream(const c10::Stream& stream) const {
   const Error error = StreamQuery(static_cast<StreamId>(stream.id()));
-  if (error == Error::kNotReady) {
-    GetLastError();
+  if (error == Error::kNotReady) {  // an answer, not a recorded error
     return false;
   }
   OPENREG_CHECK(error);

@@ -5,15 +5,12 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include "data_plane/stream_priority.h"
+
 namespace openreg::torch_backend {
 
-// Stream priorities as PyTorch exposes CUDA's (c10::cuda's
-// max_compile_time_stream_priorities = 4): 0 is the default and least, -3
-// the greatest; other values are clamped. The daemon's ExecutionGate
-// (device_daemon/execution_gate.h) uses the same range.
-inline constexpr int kLeastStreamPriority = 0;
-inline constexpr int kGreatestStreamPriority = -3;
-int ClampStreamPriority(int priority);
+// Stream priorities (range and clamping) are data_plane/stream_priority.h,
+// shared with the daemon's execution gates.
 
 // Streams kept per device and priority for getNewStream and
 // getStreamFromGlobalPool, handed out round robin like CUDA's pool (CUDA

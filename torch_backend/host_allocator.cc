@@ -8,6 +8,7 @@
 
 #include "openreg/runtime.h"
 #include "torch_backend/device_guard.h"
+#include "torch_backend/ignored_error.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -155,8 +156,9 @@ bool IsPinnedRange(const void* data, size_t bytes) {
   if (data == nullptr) return false;
   HostRegionInfo info;
   if (!IsHostAllocated(data)) return false;
-  if (HostGetRegion(data, &info) != Error::kSuccess) {
-    GetLastError();  // a stale session's region: not an error to report
+  if (IgnoreError(HostGetRegion(data, &info),
+                  "a region of an earlier session is not pinned for this "
+                  "one") != Error::kSuccess) {
     return false;
   }
   return info.offset + bytes <= info.size;

@@ -13,6 +13,7 @@
 #include "torch_backend/device_allocator.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/generator.h"
+#include "torch_backend/ignored_error.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/fast_path_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
@@ -113,24 +114,15 @@ PYBIND11_MODULE(_C, m) {
   // After every static registration of this library (see the header).
   RouteStructuredOpsToDaemon();
   m.def("_set_daemon_binary", &SetDaemonBinary, py::arg("path"));
-  m.def("_default_socket_path", &DefaultSocketPath);
   m.def("_is_connected", &IsConnected);
   m.def("_init", [] { OPENREG_CHECK(Init()); });
-  m.def("_shutdown", [] { OPENREG_CHECK(Shutdown()); });
   m.def("_device_count", &DeviceCount);
   m.def("_is_available", [] {
     int count = 0;
-    const bool available =
-        GetDeviceCount(&count) == Error::kSuccess && count > 0;
-    if (!available) GetLastError();
-    return available;
-  });
-  m.def("_unavailable_reason", [] {
-    int count = 0;
-    if (GetDeviceCount(&count) == Error::kSuccess) return std::string();
-    std::string message = GetLastErrorMessage();
-    GetLastError();
-    return message;
+    return IgnoreError(GetDeviceCount(&count),
+                       "no daemon or no device is is_available()'s answer") ==
+               Error::kSuccess &&
+           count > 0;
   });
   m.def("_current_device", &CurrentDevice);
   m.def("_set_device", [](int device) { OPENREG_CHECK(SetDevice(device)); });

@@ -12,6 +12,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "data_plane/tensor_extent.h"
 #include "torch_backend/device_allocator.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/hooks.h"
@@ -92,12 +93,9 @@ void SetSizesAndStrides(const at::Tensor& self, c10::IntArrayRef size,
     impl->set_sizes_contiguous(size);
   }
   if (impl->numel() == 0) return;
-  int64_t extent = 0;
-  for (int64_t d = 0; d < impl->dim(); ++d) {
-    extent += (impl->size(d) - 1) * impl->stride(d);
-  }
+  const int64_t span = StridedSpanElements(impl->sizes(), impl->strides());
   EnsureStorageBytes(impl->storage(),
-                     (impl->storage_offset() + extent + 1) * impl->itemsize());
+                     (impl->storage_offset() + span) * impl->itemsize());
 }
 
 const at::Tensor& Resize(const at::Tensor& self, c10::SymIntArrayRef size,

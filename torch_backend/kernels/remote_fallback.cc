@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/container/node_hash_map.h"
+#include "data_plane/tensor_extent.h"
 #include "torch_backend/hooks.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/meta_cache.h"
@@ -257,15 +258,10 @@ at::Tensor MakeView(const at::Tensor& base, const at::Tensor& meta) {
 // out= tensors are resized the way the Meta kernel resized their stand-ins.
 void MatchLayout(const at::Tensor& real, const at::Tensor& meta) {
   if (real.sizes() == meta.sizes() && real.strides() == meta.strides()) return;
-  int64_t extent = 0;
-  bool empty = false;
-  for (int64_t d = 0; d < meta.dim(); ++d) {
-    if (meta.size(d) == 0) empty = true;
-    extent += (meta.size(d) - 1) * meta.stride(d);
-  }
-  if (!empty) {
+  const int64_t span = StridedSpanElements(meta.sizes(), meta.strides());
+  if (span != 0) {
     EnsureStorageBytes(real.storage(),
-                       (real.storage_offset() + extent + 1) * real.itemsize());
+                       (real.storage_offset() + span) * real.itemsize());
   }
   real.unsafeGetTensorImpl()->set_sizes_and_strides(meta.sizes(),
                                                     meta.strides());
@@ -300,110 +296,140 @@ at::Tensor PlanTensor(const c10::AliasInfo* alias, const at::Tensor& meta,
   return MakeView(aliased_element, meta);
 }
 
-}  // namespace
-
-void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const c10::FunctionSchema& schema = op.schema();
-  // Before anything else: a blocked op must not touch the device at all.
+// Step 1: a blocked op must not touch the device at all.
+void CheckNotBlocked(const c10::OperatorHandle& op) {
   TORCH_CHECK_NOT_IMPLEMENTED(
       !IsOpBlocked(op.operator_name()), "\"", op.operator_name(),
       "\" is not implemented for openreg (it is on the block list: "
       "OPENREG_BLOCKED_OPS / torch_openreg.block_op())");
-  const size_t num_arguments = schema.arguments().size();
+}
+
+// Step 3a, the usual path: the Meta kernel's results become the real ones
+// (fresh device memory, the aliased argument, or a client-side view), and
+// the op is enqueued unless every result is a pure view. Returns at once.
+std::vector<c10::IValue> RunAsynchronous(const c10::OperatorHandle& op,
+                                         const OpPlan& plan,
+                                         c10::ArrayRef<c10::IValue> arguments,
+                                         const MetaResult& meta,
+                                         c10::DeviceIndex device) {
+  const c10::FunctionSchema& schema = op.schema();
+  std::vector<c10::IValue> results;
+  results.reserve(schema.returns().size());
+  std::vector<at::Tensor> outputs;
+  bool needs_launch = schema.returns().empty();
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    const c10::AliasInfo* alias = plan.return_alias[i];
+    const std::optional<size_t>& source = plan.aliased_argument[i];
+    TORCH_CHECK(alias == nullptr || source.has_value(),
+                "openreg: cannot find the argument aliased by a return of ",
+                schema);
+    const c10::IValue& meta_value = meta.outputs[i];
+    bool computed = false;
+    if (meta_value.isTensor()) {
+      at::Tensor real =
+          PlanTensor(alias, meta_value.toTensor(),
+                     source ? arguments[*source].toTensor() : at::Tensor(),
+                     device, &computed);
+      outputs.push_back(real);
+      results.emplace_back(std::move(real));
+    } else {
+      std::vector<at::Tensor> metas = meta_value.toTensorVector();
+      // Views of one tensor (split, unbind) or elementwise aliases of a
+      // tensor list.
+      std::vector<at::Tensor> aliased;
+      if (source && arguments[*source].isTensor()) {
+        aliased.assign(metas.size(), arguments[*source].toTensor());
+      } else if (source) {
+        aliased = arguments[*source].toTensorVector();
+      }
+      std::vector<at::Tensor> reals;
+      for (size_t j = 0; j < metas.size(); ++j) {
+        const at::Tensor base = source ? aliased.at(j) : at::Tensor();
+        reals.push_back(PlanTensor(alias, metas[j], base, device, &computed));
+        outputs.push_back(reals.back());
+      }
+      results.emplace_back(std::move(reals));
+    }
+    needs_launch = needs_launch || computed;
+  }
+  if (needs_launch) LaunchAsync(op, arguments, outputs, device);
+  return results;
+}
+
+// Step 3b, for ops without a Meta kernel, with data-dependent shapes or
+// non-tensor results: the daemon runs the op now and allocates its
+// results; in-place and out= results stay the client's arguments.
+std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
+                                        const OpPlan& plan,
+                                        c10::ArrayRef<c10::IValue> arguments,
+                                        c10::DeviceIndex device) {
+  const c10::FunctionSchema& schema = op.schema();
+  const proto::OpReply reply = LaunchSync(op, arguments, device);
+  TORCH_CHECK(
+      static_cast<size_t>(reply.results_size()) == schema.returns().size(),
+      "openreg: the daemon returned ", reply.results_size(), " results for ",
+      schema.operator_name(), ", expected ", schema.returns().size());
+  std::vector<c10::IValue> results;
+  results.reserve(schema.returns().size());
+  for (size_t i = 0; i < schema.returns().size(); ++i) {
+    const c10::AliasInfo* alias = plan.return_alias[i];
+    std::optional<size_t> source;
+    if (alias != nullptr && alias->isWrite()) {
+      source = plan.aliased_argument[i];
+    }
+    if (!source) {
+      c10::IValue result = DecodeResult(reply.results(i));
+      // A kernel may return an undefined tensor for a `Tensor` return
+      // (e.g. a bias gradient without bias); the daemon sends it as none,
+      // and a non-optional Tensor return must be unboxed as a Tensor.
+      if (result.isNone() && schema.returns()[i].real_type()->kind() ==
+                                 c10::TypeKind::TensorType) {
+        result = at::Tensor();
+      }
+      results.push_back(std::move(result));
+      continue;
+    }
+    // In place / out=: the daemon wrote through the argument's memory,
+    // unless the kernel had to resize an out= tensor: then it returns the
+    // result, and the argument is resized and filled here.
+    const c10::IValue& argument = arguments[*source];
+    if (reply.results(i).has_tensor() && argument.isTensor()) {
+      const at::Tensor resized = WrapDaemonTensor(reply.results(i).tensor());
+      const at::Tensor& out = argument.toTensor();
+      out.resize_(resized.sizes());
+      out.copy_(resized);
+    }
+    results.push_back(argument);
+  }
+  return results;
+}
+
+}  // namespace
+
+void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  CheckNotBlocked(op);
+  // Step 2: the op's plan (cached per op), its device, and its results'
+  // metadata from the Meta kernel (cached by argument metadata).
+  const size_t num_arguments = op.schema().arguments().size();
   const c10::ArrayRef<c10::IValue> arguments =
       torch::jit::last(*stack, num_arguments);
   const OpPlan& plan = PlanFor(op);
   const c10::DeviceIndex device = CommonDevice(op, plan, arguments);
   const c10::DeviceGuard guard(c10::Device(kType, device));
-
-  std::vector<c10::IValue> results;
-  results.reserve(schema.returns().size());
   std::shared_ptr<const MetaResult> meta;
   if (plan.returns_only_tensors &&
       op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) {
     meta = RunMeta(op, arguments, plan.returns_view);
   }
-
-  if (meta != nullptr) {
-    std::vector<at::Tensor> outputs;
-    bool needs_launch = schema.returns().empty();
-    for (size_t i = 0; i < schema.returns().size(); ++i) {
-      const c10::AliasInfo* alias = plan.return_alias[i];
-      const std::optional<size_t>& source = plan.aliased_argument[i];
-      TORCH_CHECK(alias == nullptr || source.has_value(),
-                  "openreg: cannot find the argument aliased by a return of ",
-                  schema);
-      const c10::IValue& meta_value = meta->outputs[i];
-      bool computed = false;
-      if (meta_value.isTensor()) {
-        at::Tensor real =
-            PlanTensor(alias, meta_value.toTensor(),
-                       source ? arguments[*source].toTensor() : at::Tensor(),
-                       device, &computed);
-        outputs.push_back(real);
-        results.emplace_back(std::move(real));
-      } else {
-        std::vector<at::Tensor> metas = meta_value.toTensorVector();
-        // Views of one tensor (split, unbind) or elementwise aliases of a
-        // tensor list.
-        std::vector<at::Tensor> aliased;
-        if (source && arguments[*source].isTensor()) {
-          aliased.assign(metas.size(), arguments[*source].toTensor());
-        } else if (source) {
-          aliased = arguments[*source].toTensorVector();
-        }
-        std::vector<at::Tensor> reals;
-        for (size_t j = 0; j < metas.size(); ++j) {
-          const at::Tensor base = source ? aliased.at(j) : at::Tensor();
-          reals.push_back(PlanTensor(alias, metas[j], base, device, &computed));
-          outputs.push_back(reals.back());
-        }
-        results.emplace_back(std::move(reals));
-      }
-      needs_launch = needs_launch || computed;
-    }
-    if (needs_launch) LaunchAsync(op, arguments, outputs, device);
-  } else {
-    const proto::OpReply reply = LaunchSync(op, arguments, device);
-    TORCH_CHECK(
-        static_cast<size_t>(reply.results_size()) == schema.returns().size(),
-        "openreg: the daemon returned ", reply.results_size(), " results for ",
-        schema.operator_name(), ", expected ", schema.returns().size());
-    for (size_t i = 0; i < schema.returns().size(); ++i) {
-      const c10::AliasInfo* alias = plan.return_alias[i];
-      std::optional<size_t> source;
-      if (alias != nullptr && alias->isWrite()) {
-        source = plan.aliased_argument[i];
-      }
-      if (!source) {
-        c10::IValue result = DecodeResult(reply.results(i));
-        // A kernel may return an undefined tensor for a `Tensor` return
-        // (e.g. a bias gradient without bias); the daemon sends it as none,
-        // and a non-optional Tensor return must be unboxed as a Tensor.
-        if (result.isNone() && schema.returns()[i].real_type()->kind() ==
-                                   c10::TypeKind::TensorType) {
-          result = at::Tensor();
-        }
-        results.push_back(std::move(result));
-        continue;
-      }
-      // In place / out=: the daemon wrote through the argument's memory,
-      // unless the kernel had to resize an out= tensor: then it returns the
-      // result, and the argument is resized and filled here.
-      const c10::IValue& argument = arguments[*source];
-      if (reply.results(i).has_tensor() && argument.isTensor()) {
-        const at::Tensor resized = WrapDaemonTensor(reply.results(i).tensor());
-        const at::Tensor& out = argument.toTensor();
-        out.resize_(resized.sizes());
-        out.copy_(resized);
-      }
-      results.push_back(argument);
-    }
-  }
-
+  // Step 3: run it.
+  std::vector<c10::IValue> results =
+      meta != nullptr ? RunAsynchronous(op, plan, arguments, *meta, device)
+                      : RunSynchronous(op, plan, arguments, device);
+  // Step 4: the results replace the arguments on the stack.
   torch::jit::drop(*stack, num_arguments);
-  for (c10::IValue& result : results)
+  for (c10::IValue& result : results) {
     torch::jit::push(*stack, std::move(result));
+  }
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

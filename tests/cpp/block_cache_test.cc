@@ -1,0 +1,215 @@
+// The caching allocator (torch_backend/block_cache.h) over a fake device:
+// splitting, merging, per-stream reuse, cross-stream fencing, empty_cache,
+// the OOM retry and the memory fraction, with no daemon.
+#include "torch_backend/block_cache.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+using c10::CachingAllocator::StatType;
+constexpr size_t kAggregate = static_cast<size_t>(StatType::AGGREGATE);
+constexpr size_t kMiB = 1 << 20;
+
+// Fake device memory: addresses from a counter, a capacity, events whose
+// completion the test decides. Shared state outlives the cache's copy.
+struct FakeDevice {
+  size_t capacity = 256 * kMiB;
+  size_t used = 0;
+  uintptr_t next_address = 0x100000000;
+  std::map<void*, size_t> segments;
+  int frees = 0;
+  EventId next_event = 1;
+  std::map<EventId, StreamId> recorded;  // event -> stream
+  std::set<StreamId> busy_streams;       // their events are not done yet
+  std::string last_error;
+  int ignored = 0;
+};
+
+class FakeDeviceMemory : public DeviceMemory {
+ public:
+  explicit FakeDeviceMemory(FakeDevice* device) : device_(device) {}
+
+  Error Malloc(void** ptr, size_t size) override {
+    if (device_->used + size > device_->capacity) {
+      device_->last_error = "fake: out of memory";
+      return Error::kOutOfMemory;
+    }
+    *ptr = reinterpret_cast<void*>(device_->next_address);
+    device_->next_address += size;
+    device_->used += size;
+    device_->segments[*ptr] = size;
+    return Error::kSuccess;
+  }
+  Error Free(void* ptr) override {
+    auto it = device_->segments.find(ptr);
+    if (it == device_->segments.end()) return Error::kInvalidValue;
+    device_->used -= it->second;
+    device_->segments.erase(it);
+    device_->frees += 1;
+    return Error::kSuccess;
+  }
+  Error CreateEvent(EventId* event) override {
+    *event = device_->next_event++;
+    return Error::kSuccess;
+  }
+  Error RecordEvent(EventId event, StreamId stream) override {
+    device_->recorded[event] = stream;
+    return Error::kSuccess;
+  }
+  Error QueryEvent(EventId event) override {
+    return device_->busy_streams.count(device_->recorded[event]) != 0
+               ? Error::kNotReady
+               : Error::kSuccess;
+  }
+  Error SynchronizeEvent(EventId event) override {
+    device_->busy_streams.erase(device_->recorded[event]);  // waits it out
+    return Error::kSuccess;
+  }
+  std::string LastErrorMessage() override { return device_->last_error; }
+  void IgnoreError(Error error, const char*) override {
+    if (error != Error::kSuccess) device_->ignored += 1;
+  }
+
+ private:
+  FakeDevice* device_;
+};
+
+class BlockCacheTest : public ::testing::Test {
+ protected:
+  BlockCacheTest() : cache_(0, std::make_unique<FakeDeviceMemory>(&device_)) {}
+
+  int64_t Current(const c10::CachingAllocator::StatArray& stat) {
+    return stat[kAggregate].current;
+  }
+
+  FakeDevice device_;
+  BlockCache cache_;
+};
+
+TEST_F(BlockCacheTest, SmallAllocationsSplitOneSegment) {
+  void* a = cache_.Allocate(1000, /*stream=*/0);
+  void* b = cache_.Allocate(1000, 0);
+  EXPECT_EQ(device_.segments.size(), 1u);  // one 2 MiB small segment
+  EXPECT_EQ(static_cast<char*>(b) - static_cast<char*>(a), 1024);  // rounded
+  const auto stats = cache_.Stats();
+  EXPECT_EQ(Current(stats.reserved_bytes), 2 * static_cast<int64_t>(kMiB));
+  EXPECT_EQ(Current(stats.allocated_bytes), 2048);
+  EXPECT_EQ(Current(stats.requested_bytes), 2000);
+  EXPECT_EQ(stats.num_device_alloc, 1);
+}
+
+TEST_F(BlockCacheTest, FreedNeighboursMergeAndTheSpaceIsReused) {
+  void* a = cache_.Allocate(4096, 0);
+  void* b = cache_.Allocate(4096, 0);
+  cache_.Free(a);
+  cache_.Free(b);
+  // Merged back into one free block: an 8 KiB request fits at a's address.
+  EXPECT_EQ(cache_.Allocate(8192, 0), a);
+  EXPECT_EQ(device_.segments.size(), 1u);
+}
+
+TEST_F(BlockCacheTest, FreedBlockIsReusedOnlyOnItsStream) {
+  void* a = cache_.Allocate(4096, /*stream=*/1);
+  cache_.Free(a);
+  void* other_stream = cache_.Allocate(4096, /*stream=*/2);
+  EXPECT_NE(other_stream, a);
+  EXPECT_EQ(cache_.Allocate(4096, /*stream=*/1), a);
+}
+
+TEST_F(BlockCacheTest, BlockUsedOnAnotherStreamWaitsForThatStream) {
+  void* a = cache_.Allocate(4096, /*stream=*/1);
+  cache_.RecordStream(a, /*stream=*/2);
+  device_.busy_streams.insert(2);
+  cache_.Free(a);
+  EXPECT_EQ(Current(cache_.Stats().active_bytes), 4096);  // still fenced
+  EXPECT_NE(cache_.Allocate(4096, 1), a);                 // not reusable yet
+  device_.busy_streams.erase(2);
+  EXPECT_EQ(cache_.Allocate(4096, 1), a);  // the event completed
+}
+
+TEST_F(BlockCacheTest, EmptyCacheReturnsOnlyWholeFreeSegments) {
+  void* kept = cache_.Allocate(4096, 0);
+  void* large = cache_.Allocate(30 * kMiB, 0);  // its own segment
+  cache_.Free(large);
+  EXPECT_EQ(device_.segments.size(), 2u);
+  cache_.EmptyCache();
+  EXPECT_EQ(device_.segments.size(), 1u);  // the small one is in use
+  EXPECT_EQ(device_.frees, 1);
+  cache_.Free(kept);
+  cache_.EmptyCache();
+  EXPECT_TRUE(device_.segments.empty());
+  EXPECT_EQ(Current(cache_.Stats().reserved_bytes), 0);
+}
+
+TEST_F(BlockCacheTest, OutOfMemoryRetriesAfterReleasingTheCache) {
+  device_.capacity = 64 * kMiB;
+  void* first = cache_.Allocate(40 * kMiB, 0);
+  cache_.Free(first);  // cached, still reserved on the device
+  void* second = cache_.Allocate(50 * kMiB, 0);
+  EXPECT_NE(second, nullptr);
+  const auto stats = cache_.Stats();
+  EXPECT_EQ(stats.num_alloc_retries, 1);
+  EXPECT_EQ(stats.num_ooms, 0);
+  EXPECT_EQ(device_.ignored, 1);  // the first failure was answered
+}
+
+TEST_F(BlockCacheTest,
+       OutOfMemoryRaisesTorchOutOfMemoryErrorWithTheDevicesWords) {
+  device_.capacity = 16 * kMiB;
+  try {
+    cache_.Allocate(64 * kMiB, 0);
+    FAIL() << "expected an OutOfMemoryError";
+  } catch (const c10::OutOfMemoryError& error) {
+    const std::string message = error.what_without_backtrace();
+    EXPECT_NE(message.find("fake: out of memory"), std::string::npos);
+    EXPECT_NE(message.find("openreg:0"), std::string::npos);
+  }
+  EXPECT_EQ(cache_.Stats().num_ooms, 1);
+  // Nothing leaked: the next allocation that fits works.
+  EXPECT_NE(cache_.Allocate(4096, 0), nullptr);
+}
+
+TEST_F(BlockCacheTest, MemoryFractionCapsThisProcess) {
+  cache_.SetMemoryFraction(0.25, 256 * kMiB);  // 64 MiB
+  void* fits = cache_.Allocate(40 * kMiB, 0);
+  EXPECT_NE(fits, nullptr);
+  EXPECT_THROW(cache_.Allocate(40 * kMiB, 0), c10::OutOfMemoryError);
+  EXPECT_THROW(cache_.SetMemoryFraction(1.5, 256 * kMiB), c10::ValueError);
+}
+
+TEST_F(BlockCacheTest, AdoptedMemoryIsCountedAndReturnedNotCached) {
+  void* adopted = reinterpret_cast<void*>(0x900000000);
+  device_.segments[adopted] = 4096;
+  device_.used += 4096;
+  cache_.Adopt(adopted, 4096);
+  EXPECT_EQ(Current(cache_.Stats().allocated_bytes), 4096);
+  cache_.Free(adopted);
+  EXPECT_EQ(device_.segments.count(adopted), 0u);
+  EXPECT_EQ(Current(cache_.Stats().reserved_bytes), 0);
+}
+
+TEST_F(BlockCacheTest, PeakAndAccumulatedStatisticsReset) {
+  void* a = cache_.Allocate(8192, 0);
+  cache_.Free(a);
+  auto stats = cache_.Stats();
+  EXPECT_EQ(stats.allocated_bytes[kAggregate].peak, 8192);
+  cache_.ResetPeakStats();
+  cache_.ResetAccumulatedStats();
+  stats = cache_.Stats();
+  EXPECT_EQ(stats.allocated_bytes[kAggregate].peak, 0);
+  EXPECT_EQ(stats.allocated_bytes[kAggregate].allocated, 0);
+  EXPECT_EQ(stats.num_device_alloc, 0);
+}
+
+}  // namespace
+}  // namespace openreg::torch_backend
