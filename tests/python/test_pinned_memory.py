@@ -14,25 +14,15 @@ import pytest
 import torch
 
 from daemon_fixture import module_daemon
+from stream_helpers import busy
+from stream_helpers import observed as _observed
 
 DAEMON, setup_module, teardown_module = module_daemon(devices=1)
-
-_BUSY_SIZE = 2048
-_BUSY_MATMULS = 5
 
 
 def _busy(stream):
     """Enqueues long work on `stream`; returns an event after it."""
-    with torch.openreg.stream(stream):
-        x = torch.full((_BUSY_SIZE, _BUSY_SIZE), 1.0 / _BUSY_SIZE,
-                       device="openreg")
-        for _ in range(_BUSY_MATMULS):
-            x = x @ x
-        return stream.record_event()
-
-
-def _observed(attempt, attempts=3):
-    return any(attempt() for _ in range(attempts))
+    return busy(stream, matmuls=5)[1]
 
 
 def test_pin_memory_and_is_pinned():

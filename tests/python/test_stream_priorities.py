@@ -17,9 +17,11 @@ import pytest
 import torch
 
 from daemon_fixture import Daemon
+from stream_helpers import observed as _observed
+from stream_helpers import BUSY_SIZE, busy
+from stream_helpers import restore_device_and_streams  # noqa: F401 (autouse)
 
 DAEMON = Daemon(devices=2)
-_BLOCKER_SIZE = 2048
 
 
 def setup_module():
@@ -39,33 +41,11 @@ def teardown_module():
     DAEMON.stop()
 
 
-@pytest.fixture(autouse=True)
-def _restore_device_and_streams():
-    yield
-    for index in range(torch.openreg.device_count()):
-        torch.openreg.synchronize(index)
-        torch.openreg.set_stream(torch.openreg.default_stream(index))
-    torch.openreg.set_device(0)
-
-
 def _block(stream, matmuls=2):
     """Occupies the device's only execution slot with long kernels on
     `stream` (its first queued kernel is already a long one); returns an
     event recorded after them."""
-    with torch.openreg.stream(stream):
-        x = torch.full((_BLOCKER_SIZE, _BLOCKER_SIZE), 1.0 / _BLOCKER_SIZE,
-                       device=stream.device)
-        stream.synchronize()
-        for _ in range(matmuls):
-            x = x @ x
-        return stream.record_event()
-
-
-def _observed(attempt, attempts=3):
-    """True when `attempt()` returns True at least once: for orders an
-    implementation without priorities could not produce, one sighting is
-    proof (a loaded machine may hide it in one attempt)."""
-    return any(attempt() for _ in range(attempts))
+    return busy(stream, matmuls, wait_until_started=True)[1]
 
 
 # ---- Priorities -------------------------------------------------------------
@@ -99,7 +79,7 @@ def test_high_priority_kernel_overtakes_a_waiting_low_priority_kernel():
     low = torch.openreg.Stream(priority=0)
     high = torch.openreg.Stream(priority=-1)
     assert len({blocker, low, high}) == 3
-    n = _BLOCKER_SIZE
+    n = BUSY_SIZE
     b = torch.full((n, n), 1.0 / n, device="openreg")
     x = torch.empty((n, n), device="openreg")
     blocked = 1.0 / n  # every element of b @ b, exact in float32

@@ -14,42 +14,22 @@ import pytest
 import torch
 
 from daemon_fixture import module_daemon
+from stream_helpers import observed as _observed
+from stream_helpers import busy
+from stream_helpers import restore_device_and_streams  # noqa: F401 (autouse)
 
 DAEMON, setup_module, teardown_module = module_daemon(devices=2)
 
-_BUSY_SIZE = 2048
-_BUSY_MATMULS = 5  # about 2 s of daemon work on this size
+_BUSY_MATMULS = 5  # about 2 s of daemon work on BUSY_SIZE matrices
 
 
 def _busy(stream, matmuls=_BUSY_MATMULS):
-    """Enqueues long work on `stream` (its device must be current or is
-    made current); returns the last result and an event after it."""
-    with torch.openreg.stream(stream):
-        x = torch.full((_BUSY_SIZE, _BUSY_SIZE), 1.0 / _BUSY_SIZE,
-                       device=stream.device)
-        for _ in range(matmuls):
-            x = x @ x
-        return x, stream.record_event()
-
-
-def _observed(attempt, attempts=3):
-    """True when `attempt()` returns True at least once. For properties a
-    serialized implementation could never show, so one sighting is proof."""
-    return any(attempt() for _ in range(attempts))
+    return busy(stream, matmuls)
 
 
 def _kernels_by_device():
     return {d["device"]: d["kernels_executed"]
             for d in torch.openreg.daemon_stats()["devices"]}
-
-
-@pytest.fixture(autouse=True)
-def _restore_device_and_streams():
-    yield
-    for index in range(torch.openreg.device_count()):
-        torch.openreg.synchronize(index)
-        torch.openreg.set_stream(torch.openreg.default_stream(index))
-    torch.openreg.set_device(0)
 
 
 # ---- Stream and Event objects ------------------------------------------------
