@@ -2,8 +2,6 @@
 // launches reach an OpRunner interface, here a fake that records them.
 #include "device_daemon/command_executor.h"
 
-#include <unistd.h>
-
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +12,7 @@
 #include "device_daemon/session.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
+#include "tests/cpp/test_sessions.h"
 
 namespace openreg::daemon {
 namespace {
@@ -57,18 +56,7 @@ class CommandExecutorTest : public ::testing::Test {
   CommandExecutorTest() {
     devices_ = *Devices::Create(2, 16 << 20);
     executor_ = std::make_unique<CommandExecutor>(devices_.get(), &runner_);
-    SessionIdentity identity;
-    identity.id = 1;
-    identity.token = 11;
-    identity.peer = PeerCredentials{getpid(), getuid(), getgid()};
-    SessionLimits limits;
-    limits.max_streams = 4;
-    limits.max_events = 4;
-    limits.ring_bytes = 16 * 1024;
-    limits.reply_bytes = 4 * 1024;
-    limits.staging_bytes = 64 * 1024;
-    session_ =
-        *Session::Create(identity, devices_.get(), executor_.get(), limits);
+    session_ = MakeTestSession(1, devices_.get(), executor_.get());
   }
   ~CommandExecutorTest() override { session_->Close(); }
 

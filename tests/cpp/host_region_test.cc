@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
+#include "tests/cpp/test_sessions.h"
 
 namespace openreg::daemon {
 namespace {
@@ -73,12 +74,8 @@ class HostRegionTest : public ::testing::Test {
   HostRegionTest() {
     devices_ = *Devices::Create(1, 16 << 20);
     executor_ = std::make_unique<CommandExecutor>(devices_.get(), &op_runner_);
-    SessionIdentity identity;
-    identity.id = 3;
-    identity.token = 33;
-    identity.peer = PeerCredentials{getpid(), getuid(), getgid()};
-    session_ = *Session::Create(identity, devices_.get(), executor_.get(),
-                                TestLimits());
+    session_ =
+        MakeTestSession(3, devices_.get(), executor_.get(), TestLimits());
     stream_ = std::make_unique<StreamDriver>(session_->stream_slot(0),
                                              session_->ring_buffer(0),
                                              session_->limits().ring_bytes);

@@ -13,21 +13,12 @@
 #include "device_daemon/errors.h"
 #include "device_daemon/session_registry.h"
 #include "gtest/gtest.h"
+#include "tests/cpp/test_sessions.h"
 
 namespace openreg::daemon {
 namespace {
 
 constexpr uint64_t kDeviceMemory = 16 << 20;
-
-SessionLimits SmallLimits() {
-  SessionLimits limits;
-  limits.max_streams = 8;
-  limits.max_events = 16;
-  limits.ring_bytes = 64 * 1024;
-  limits.reply_bytes = 64 * 1024;
-  limits.staging_bytes = 1 << 20;
-  return limits;
-}
 
 class SessionTest : public ::testing::Test {
  protected:
@@ -37,14 +28,7 @@ class SessionTest : public ::testing::Test {
   }
 
   std::unique_ptr<Session> NewSession(uint64_t id) {
-    SessionIdentity identity;
-    identity.id = id;
-    identity.token = 1000 + id;
-    identity.peer = PeerCredentials{getpid(), getuid(), getgid()};
-    absl::StatusOr<std::unique_ptr<Session>> session =
-        Session::Create(identity, devices_.get(), nullptr, SmallLimits());
-    EXPECT_TRUE(session.ok()) << session.status();
-    return *std::move(session);
+    return MakeTestSession(id, devices_.get(), nullptr);
   }
 
   static proto::TensorRef Tensor(uint64_t address, std::vector<int64_t> sizes,
@@ -330,7 +314,7 @@ TEST_F(SessionTest, CloseFreesEverythingAndOnlyThisSession) {
 
 TEST(SessionRegistryTest, FindRemoveAndIdleTracking) {
   std::unique_ptr<Devices> devices = *Devices::Create(1, 8 << 20);
-  SessionRegistry registry(devices.get(), nullptr, SmallLimits());
+  SessionRegistry registry(devices.get(), nullptr, SmallSessionLimits());
   EXPECT_EQ(registry.attached_count(), 0u);
   EXPECT_LE(registry.idle_since(), absl::Now());
 

@@ -20,6 +20,7 @@
 #include "device_daemon/session.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
+#include "tests/cpp/test_sessions.h"
 
 namespace openreg::daemon {
 namespace {
@@ -27,16 +28,6 @@ namespace {
 constexpr int32_t kFloat = 6;
 constexpr int32_t kLong = 4;
 constexpr int32_t kDouble = 7;
-
-SessionLimits TestLimits() {
-  SessionLimits limits;
-  limits.max_streams = 8;
-  limits.max_events = 16;
-  limits.ring_bytes = 64 * 1024;
-  limits.reply_bytes = 64 * 1024;
-  limits.staging_bytes = 1 << 20;
-  return limits;
-}
 
 // ---- Command builders --------------------------------------------------
 
@@ -158,12 +149,7 @@ class StreamExecutionTest : public ::testing::Test {
   StreamExecutionTest() {
     devices_ = *Devices::Create(2, 64 << 20);
     executor_ = std::make_unique<CommandExecutor>(devices_.get(), &op_runner_);
-    SessionIdentity identity;
-    identity.id = 7;
-    identity.token = 77;
-    identity.peer = PeerCredentials{getpid(), getuid(), getgid()};
-    session_ = *Session::Create(identity, devices_.get(), executor_.get(),
-                                TestLimits());
+    session_ = MakeTestSession(7, devices_.get(), executor_.get());
     stream0_ = Driver(0);
   }
 

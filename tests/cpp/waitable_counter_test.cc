@@ -103,7 +103,8 @@ TEST(WaitableCounterWakeTest, WakeAllEndsASleepingWaitEarly) {
   std::atomic<bool> returned{false};
   bool reached = true;
   std::thread waiter([&] {
-    reached = counter.WaitForAtLeast(1, absl::Seconds(10), absl::ZeroDuration());
+    reached =
+        counter.WaitForAtLeast(1, absl::Seconds(10), absl::ZeroDuration());
     returned = true;
   });
   while (counter.sleepers.load() == 0) std::this_thread::yield();
