@@ -31,6 +31,7 @@
 #include "device_daemon/errors.h"
 #include "device_daemon/op_table.h"
 #include "device_daemon/session.h"
+#include "op_codec/kernel_settings.h"
 #include "op_codec/op_codec.h"
 
 namespace openreg::daemon {
@@ -600,6 +601,19 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
   // Plain inference: no autograd bookkeeping for daemon-side tensors.
   c10::InferenceMode inference_mode;
   Launch launch(context, op);
+  op_codec::KernelSettings settings;
+  if (op.has_settings()) {
+    absl::StatusOr<op_codec::KernelSettings> decoded =
+        op_codec::DecodeKernelSettings(op.settings());
+    if (!decoded.ok()) {
+      return MakeError(proto::INVALID_VALUE,
+                       absl::StrCat(launch.op_name(), ": settings: ",
+                                    decoded.status().message()));
+    }
+    settings = *decoded;
+  }
+  const KernelSettingsGate::Pass pass = settings_gate_.Enter(settings);
+  op_codec::ApplyThreadSettings(settings);
   absl::Status status;
   try {
     status = launch.Run(sequence);

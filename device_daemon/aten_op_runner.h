@@ -5,6 +5,7 @@
 #ifndef OPENREG_DEVICE_DAEMON_ATEN_OP_RUNNER_H_
 #define OPENREG_DEVICE_DAEMON_ATEN_OP_RUNNER_H_
 
+#include "device_daemon/kernel_settings_gate.h"
 #include "device_daemon/op_runner.h"
 
 namespace openreg::daemon {
@@ -17,8 +18,14 @@ class AtenOpRunner : public OpRunner {
   // asynchronous launch copies each returned tensor into the matching
   // output unless the op already wrote there (in place, out=, or a
   // structured op run as its out= overload).
+  // Each kernel runs with the ATen settings its launch carried (the
+  // client's default dtype, deterministic mode, ...; see
+  // kernel_settings_gate.h).
   absl::Status Run(const StreamContext& context, const proto::LaunchOp& op,
                    uint64_t sequence) override;
+
+ private:
+  KernelSettingsGate settings_gate_;
 };
 
 }  // namespace openreg::daemon

@@ -70,6 +70,17 @@ int WaitForExit(pid_t pid, absl::Duration timeout) {
   return -1;
 }
 
+// Polls until the file at `path` contains `text`.
+bool WaitForText(const std::string& path, const std::string& text,
+                 absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (ReadFile(path).find(text) == std::string::npos) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
 bool WaitForFile(const std::string& path, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   while (absl::Now() < deadline) {
@@ -110,11 +121,12 @@ TEST_F(DaemonBinaryTest, ServesRefusesASecondInstanceAndStopsOnSigterm) {
   ASSERT_TRUE(WaitForFile(socket_, absl::Seconds(20)))
       << ReadFile(first.stderr_path);
   ASSERT_TRUE(WaitForFile(socket_ + ".attach", absl::Seconds(5)));
-  EXPECT_NE(ReadFile(first.stderr_path)
-                .find(absl::StrCat("openreg-daemon: serving 3 devices x 64.00 "
-                                   "MiB on ",
-                                   socket_, " (pid ", first.pid, ")")),
-            std::string::npos)
+  // The line is written just after the sockets appear.
+  EXPECT_TRUE(WaitForText(first.stderr_path,
+                          absl::StrCat("openreg-daemon: serving 3 devices x "
+                                       "64.00 MiB on ",
+                                       socket_, " (pid ", first.pid, ")"),
+                          absl::Seconds(5)))
       << ReadFile(first.stderr_path);
   EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(first.pid, "\n"));
 

@@ -1,5 +1,8 @@
 #include "torch_backend/kernels/meta_cache.h"
 
+#include <ATen/Context.h>
+#include <c10/core/DefaultDtype.h>
+
 #include <cstring>
 
 #include "absl/container/flat_hash_map.h"
@@ -130,6 +133,12 @@ bool BuildMetaCacheKey(const c10::OperatorHandle& op,
   // The schema object lives as long as the operator registration.
   key.Put(reinterpret_cast<uintptr_t>(&op.schema()));
   key.Put(keep_storage);
+  // Settings that change what a Meta kernel answers: the default dtype
+  // (`uint8_tensor + 5.5`, `int / int`) and deterministic mode.
+  key.Put(static_cast<int8_t>(c10::get_default_dtype_as_scalartype()));
+  const at::Context& context = at::globalContext();
+  key.Put(context.deterministicAlgorithms());
+  key.Put(context.deterministicAlgorithmsWarnOnly());
   for (const c10::IValue& argument : arguments) {
     if (!PutValue(argument, keep_storage, &key)) return false;
   }

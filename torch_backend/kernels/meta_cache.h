@@ -3,8 +3,10 @@
 // In torch 2.13 most Meta kernels are Python functions
 // (torch/_meta_registrations.py shadows the C++ ones), so inferring one op's
 // output shapes costs 100-400 µs. Output metadata depends only on the
-// arguments' metadata and values, so a hit replaces the call; training loops
-// repeat the same shapes and hit almost always.
+// arguments' metadata and values and on the settings Meta kernels read (the
+// default dtype, deterministic mode), all of which are in the key, so a hit
+// replaces the call; training loops repeat the same shapes and hit almost
+// always.
 #ifndef OPENREG_TORCH_BACKEND_KERNELS_META_CACHE_H_
 #define OPENREG_TORCH_BACKEND_KERNELS_META_CACHE_H_
 

@@ -5,6 +5,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
@@ -36,6 +37,19 @@ void CheckFactoryOptions(c10::Device device, std::optional<c10::Layout> layout,
               "Only CPU tensors can be pinned");
 }
 
+// torch.empty* under torch.use_deterministic_algorithms(True) (and
+// fill_uninitialized_memory, the default) holds NaN or the dtype's maximum,
+// as CPU's empty does. Op outputs the fallback allocates are not filled:
+// the op writes them (as on CPU).
+at::Tensor FillIfDeterministic(at::Tensor tensor) {
+  const at::Context& context = at::globalContext();
+  if (C10_UNLIKELY(context.deterministicAlgorithms() &&
+                   context.deterministicFillUninitializedMemory())) {
+    at::native::fill_empty_deterministic_(tensor);
+  }
+  return tensor;
+}
+
 at::Tensor EmptyMemoryFormat(c10::IntArrayRef size,
                              std::optional<c10::ScalarType> dtype,
                              std::optional<c10::Layout> layout,
@@ -45,8 +59,9 @@ at::Tensor EmptyMemoryFormat(c10::IntArrayRef size,
   const c10::Device where = c10::device_or_default(device);
   CheckFactoryOptions(where, layout, pin_memory);
   const c10::DeviceGuard guard(where);
-  return at::detail::empty_generic(size, &GetDeviceAllocator(), kKeySet,
-                                   c10::dtype_or_default(dtype), memory_format);
+  return FillIfDeterministic(
+      at::detail::empty_generic(size, &GetDeviceAllocator(), kKeySet,
+                                c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -57,9 +72,9 @@ at::Tensor EmptyStrided(c10::IntArrayRef size, c10::IntArrayRef stride,
   const c10::Device where = c10::device_or_default(device);
   CheckFactoryOptions(where, layout, pin_memory);
   const c10::DeviceGuard guard(where);
-  return at::detail::empty_strided_generic(size, stride, &GetDeviceAllocator(),
-                                           kKeySet,
-                                           c10::dtype_or_default(dtype));
+  return FillIfDeterministic(
+      at::detail::empty_strided_generic(size, stride, &GetDeviceAllocator(),
+                                        kKeySet, c10::dtype_or_default(dtype)));
 }
 
 at::Tensor AsStrided(const at::Tensor& self, c10::SymIntArrayRef size,

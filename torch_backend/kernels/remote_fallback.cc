@@ -9,6 +9,7 @@
 // synchronously and the daemon returns the outputs it allocated.
 #include "torch_backend/kernels/remote_fallback.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
@@ -23,6 +24,7 @@
 
 #include "absl/container/node_hash_map.h"
 #include "data_plane/tensor_extent.h"
+#include "torch_backend/device_allocator.h"
 #include "torch_backend/hooks.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/meta_cache.h"
@@ -34,11 +36,19 @@ namespace {
 
 constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
 
-// Ops that take CPU index tensors next to device tensors on CUDA too.
-bool AcceptsHostIndexTensors(const c10::OperatorName& name) {
-  return name.name == "aten::index" || name.name == "aten::index_put_" ||
-         name.name == "aten::_index_put_impl_" ||
-         name.name == "aten::index_put";
+// The argument of an op that may hold CPU index tensors next to device
+// tensors, as on CUDA (`indices` of index and index_put); -1 for others.
+int HostIndicesArgument(const c10::OperatorHandle& op) {
+  const std::string& name = op.operator_name().name;
+  if (name != "aten::index" && name != "aten::index_put_" &&
+      name != "aten::_index_put_impl_" && name != "aten::index_put") {
+    return -1;
+  }
+  const std::vector<c10::Argument>& arguments = op.schema().arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (arguments[i].name() == "indices") return static_cast<int>(i);
+  }
+  return -1;
 }
 
 bool ReturnsOnlyTensors(const c10::FunctionSchema& schema) {
@@ -79,7 +89,11 @@ struct OpPlan {
   // The operator planned for: a schema's address can be reused by another
   // operator once a Python library that registered one is destroyed.
   c10::OperatorName name{"", ""};
-  bool host_indices = false;
+  // See HostIndicesArgument.
+  int host_indices_argument = -1;
+  // Per argument: the op writes to it (in place, out=). A CPU tensor is
+  // never accepted there: nothing is written to client memory.
+  std::vector<bool> written;
   bool returns_only_tensors = false;
   bool returns_view = false;
   // Per return: its alias annotation and the argument it aliases.
@@ -91,7 +105,11 @@ OpPlan MakePlan(const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   OpPlan plan;
   plan.name = op.operator_name();
-  plan.host_indices = AcceptsHostIndexTensors(op.operator_name());
+  plan.host_indices_argument = HostIndicesArgument(op);
+  for (const c10::Argument& argument : schema.arguments()) {
+    plan.written.push_back(argument.alias_info() != nullptr &&
+                           argument.alias_info()->isWrite());
+  }
   plan.returns_only_tensors = ReturnsOnlyTensors(schema);
   plan.returns_view = ReturnsAView(schema);
   for (const c10::Argument& ret : schema.returns()) {
@@ -131,34 +149,38 @@ void ForEachTensor(const c10::IValue& value, Fn&& fn) {
 }
 
 // The one openreg device the op runs on, with PyTorch's error for mixes.
+// As on CUDA, CPU tensors are accepted only as 0-dim values that the op
+// reads, and as the index tensors of index/index_put.
 c10::DeviceIndex CommonDevice(const c10::OperatorHandle& op, const OpPlan& plan,
                               c10::ArrayRef<c10::IValue> arguments) {
   std::optional<c10::Device> device;
-  const bool host_indices = plan.host_indices;
-  auto visit = [&](const at::Tensor& tensor) {
-    if (!tensor.defined()) return;
-    if (!tensor.is_privateuseone()) {
-      const bool allowed = tensor.dim() == 0 || host_indices;
-      if (allowed) return;
-      TORCH_CHECK(!device.has_value(),
-                  "Expected all tensors to be on the same device, but found "
-                  "at least two devices, ",
-                  *device, " and ", tensor.device(), "!");
-      TORCH_CHECK(false,
-                  "Expected all tensors to be on the same device, but found "
-                  "at least two devices, ",
-                  tensor.device(), " and openreg! (", op.operator_name(), ")");
-    }
-    if (!device.has_value()) {
-      device = tensor.device();
-    } else {
-      TORCH_CHECK(*device == tensor.device(),
-                  "Expected all tensors to be on the same device, but found "
-                  "at least two devices, ",
-                  *device, " and ", tensor.device(), "!");
-    }
-  };
-  for (const c10::IValue& argument : arguments) ForEachTensor(argument, visit);
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const bool host_indices = static_cast<int>(i) == plan.host_indices_argument;
+    const bool read_only = !plan.written[i];
+    ForEachTensor(arguments[i], [&](const at::Tensor& tensor) {
+      if (!tensor.defined()) return;
+      if (!tensor.is_privateuseone()) {
+        if (host_indices || (read_only && tensor.dim() == 0)) return;
+        TORCH_CHECK(!device.has_value(),
+                    "Expected all tensors to be on the same device, but found "
+                    "at least two devices, ",
+                    *device, " and ", tensor.device(), "!");
+        TORCH_CHECK(false,
+                    "Expected all tensors to be on the same device, but found "
+                    "at least two devices, ",
+                    tensor.device(), " and openreg! (", op.operator_name(),
+                    ")");
+      }
+      if (!device.has_value()) {
+        device = tensor.device();
+      } else {
+        TORCH_CHECK(*device == tensor.device(),
+                    "Expected all tensors to be on the same device, but found "
+                    "at least two devices, ",
+                    *device, " and ", tensor.device(), "!");
+      }
+    });
+  }
   if (device.has_value()) return device->index();
   for (const c10::IValue& argument : arguments) {
     if (argument.isDevice() && argument.toDevice().type() == kType &&
@@ -267,11 +289,14 @@ void MatchLayout(const at::Tensor& real, const at::Tensor& meta) {
                                                     meta.strides());
 }
 
-at::Tensor AllocateLike(const at::Tensor& meta, c10::DeviceIndex device) {
+// An op's output, on the device the fallback's guard made current: the
+// allocator directly, not the empty_strided op (which fills under
+// deterministic mode; an output is written by its op).
+at::Tensor AllocateLike(const at::Tensor& meta) {
   if (!meta.defined()) return meta;
-  return at::empty_strided(
-      meta.sizes(), meta.strides(),
-      at::TensorOptions().dtype(meta.scalar_type()).device(kType, device));
+  return at::detail::empty_strided_generic(
+      meta.sizes(), meta.strides(), &GetDeviceAllocator(),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta.scalar_type());
 }
 
 struct PlannedResult {
@@ -282,11 +307,10 @@ struct PlannedResult {
 // Turns one Meta result into the real result: the aliased argument (in
 // place / out=), a client-side view, or freshly allocated device memory.
 at::Tensor PlanTensor(const c10::AliasInfo* alias, const at::Tensor& meta,
-                      const at::Tensor& aliased_element,
-                      c10::DeviceIndex device, bool* computed) {
+                      const at::Tensor& aliased_element, bool* computed) {
   if (alias == nullptr) {
     *computed = true;
-    return AllocateLike(meta, device);
+    return AllocateLike(meta);
   }
   if (alias->isWrite()) {
     *computed = true;
@@ -326,10 +350,9 @@ std::vector<c10::IValue> RunAsynchronous(const c10::OperatorHandle& op,
     const c10::IValue& meta_value = meta.outputs[i];
     bool computed = false;
     if (meta_value.isTensor()) {
-      at::Tensor real =
-          PlanTensor(alias, meta_value.toTensor(),
-                     source ? arguments[*source].toTensor() : at::Tensor(),
-                     device, &computed);
+      at::Tensor real = PlanTensor(
+          alias, meta_value.toTensor(),
+          source ? arguments[*source].toTensor() : at::Tensor(), &computed);
       outputs.push_back(real);
       results.emplace_back(std::move(real));
     } else {
@@ -345,7 +368,7 @@ std::vector<c10::IValue> RunAsynchronous(const c10::OperatorHandle& op,
       std::vector<at::Tensor> reals;
       for (size_t j = 0; j < metas.size(); ++j) {
         const at::Tensor base = source ? aliased.at(j) : at::Tensor();
-        reals.push_back(PlanTensor(alias, metas[j], base, device, &computed));
+        reals.push_back(PlanTensor(alias, metas[j], base, &computed));
         outputs.push_back(reals.back());
       }
       results.emplace_back(std::move(reals));

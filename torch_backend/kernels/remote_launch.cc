@@ -1,5 +1,6 @@
 #include "torch_backend/kernels/remote_launch.h"
 
+#include "op_codec/kernel_settings.h"
 #include "openreg/launch.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/generator.h"
@@ -52,6 +53,12 @@ void EncodeLaunch(const c10::OperatorHandle& op,
   if (!has_generator_parameter && op.hasTag(at::Tag::nondeterministic_seeded)) {
     EncodeDraw(TakeDraw(at::Generator(), device),
                launch->mutable_default_generator());
+  }
+  // The client's settings travel with every kernel (nothing on the wire
+  // while they are ATen's defaults).
+  const op_codec::KernelSettings settings = op_codec::CurrentKernelSettings();
+  if (settings != op_codec::KernelSettings()) {
+    op_codec::EncodeKernelSettings(settings, launch->mutable_settings());
   }
 }
 

@@ -1,0 +1,63 @@
+// The ATen settings that change what a kernel computes, as one value both
+// sides understand. A client's settings are process-wide (or, for
+// flush-denormal, per thread) in its own process; its kernels run in the
+// daemon, so each launch carries them (protos/commands.proto:
+// KernelSettings) and the daemon runs the command with exactly them.
+//
+// The list, from torch 2.13's at::Context and c10 (what a CPU kernel
+// reads): the default dtype; deterministic algorithms, their warn-only
+// mode and fill-uninitialized-memory; float32 matmul precision; oneDNN
+// (mkldnn) enabled, deterministic, TF32; fp16 reduced-precision reductions
+// on CPU; flush-denormal. What is left out and why is in
+// docs/ARCHITECTURE.md.
+#ifndef OPENREG_OP_CODEC_KERNEL_SETTINGS_H_
+#define OPENREG_OP_CODEC_KERNEL_SETTINGS_H_
+
+#include <ATen/Context.h>
+#include <c10/core/ScalarType.h>
+
+#include "absl/status/statusor.h"
+#include "protos/commands.pb.h"
+
+namespace openreg::op_codec {
+
+struct KernelSettings {
+  // ATen's defaults, whatever the environment of either process says.
+  c10::ScalarType default_dtype = c10::kFloat;
+  bool deterministic_algorithms = false;
+  bool deterministic_warn_only = false;
+  bool fill_uninitialized_memory = true;
+  at::Float32MatmulPrecision float32_matmul_precision =
+      at::Float32MatmulPrecision::HIGHEST;
+  bool mkldnn_enabled = true;
+  bool deterministic_mkldnn = false;
+  bool allow_fp16_reduction_cpu = false;
+  bool allow_tf32_onednn = false;
+  bool flush_denormal = false;  // per thread (the FPU's FTZ/DAZ bits)
+
+  friend bool operator==(const KernelSettings& a, const KernelSettings& b);
+  friend bool operator!=(const KernelSettings& a, const KernelSettings& b) {
+    return !(a == b);
+  }
+};
+
+// This process's settings, as the calling thread sees them.
+KernelSettings CurrentKernelSettings();
+
+// The fields that differ from ATen's defaults (nothing for the defaults:
+// a launch with default settings carries no bytes for them).
+void EncodeKernelSettings(const KernelSettings& settings,
+                          proto::KernelSettings* out);
+// INVALID_VALUE for a dtype or precision outside ATen's enums.
+absl::StatusOr<KernelSettings> DecodeKernelSettings(
+    const proto::KernelSettings& settings);
+
+// Makes `settings` this process's settings (flush-denormal: this
+// thread's). Not thread-safe with kernels running: the daemon calls it
+// through its KernelSettingsGate.
+void ApplyProcessSettings(const KernelSettings& settings);
+void ApplyThreadSettings(const KernelSettings& settings);
+
+}  // namespace openreg::op_codec
+
+#endif  // OPENREG_OP_CODEC_KERNEL_SETTINGS_H_

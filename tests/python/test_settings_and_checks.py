@@ -1,0 +1,190 @@
+"""The client's settings reach the daemon's kernels, and arguments on the
+wrong device are refused at the call, as on CUDA.
+
+The device-generic tests use PyTorch's own infrastructure
+(instantiate_device_type_tests): each runs on CPU (the reference) and on
+openreg, and compares openreg with CPU where the result is a value. One
+daemon serves the module."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from daemon_fixture import Daemon
+
+# Started before torch.testing._internal is imported: importing it asks
+# whether the device is available, which connects (and would spawn a
+# default daemon otherwise).
+DAEMON = Daemon(devices=1).start().use()
+
+from torch.testing._internal.common_device_type import (  # noqa: E402
+    instantiate_device_type_tests)
+from torch.testing._internal.common_utils import (  # noqa: E402
+    DeterministicGuard, TestCase)
+
+
+def teardown_module():
+    DAEMON.stop()
+
+_UPDATES = 100000
+
+
+def _duplicate_index_inputs():
+    """Many updates into few slots, values of very different magnitudes: the
+    order of accumulation shows in float32 results."""
+    generator = torch.Generator().manual_seed(0)
+    index = torch.randint(0, 7, (_UPDATES,), generator=generator)
+    values = (torch.randn(_UPDATES, generator=generator) *
+              torch.logspace(-3, 3, _UPDATES)[
+                  torch.randperm(_UPDATES, generator=generator)])
+    return index, values
+
+
+class TestSettingsReachKernels(TestCase):
+    def test_default_dtype_switched_back_and_forth(self, device):
+        for dtype in (torch.float64, torch.float32, torch.float64,
+                      torch.float32):
+            with _default_dtype(dtype):
+                result = torch.ones(3, dtype=torch.uint8, device=device) + 0.1
+                quotient = (torch.arange(1, 4, device=device) /
+                            torch.tensor(3, device=device))
+                self.assertEqual(result.dtype, dtype)
+                self.assertEqual(quotient.dtype, dtype)
+                # Computed in that dtype, not converted afterwards.
+                expected = torch.ones(3, dtype=torch.uint8) + 0.1
+                self.assertEqual(result.cpu(), expected, atol=0, rtol=0)
+                self.assertEqual(quotient.cpu(),
+                                 torch.arange(1, 4) / torch.tensor(3),
+                                 atol=0, rtol=0)
+
+    def test_default_dtype_reaches_factory_kernels(self, device):
+        with _default_dtype(torch.float64):
+            values = torch.linspace(0, 1, 7, device=device)
+            self.assertEqual(values.dtype, torch.float64)
+            self.assertEqual(values.cpu(), torch.linspace(0, 1, 7),
+                             atol=0, rtol=0)
+
+    def test_deterministic_index_put_accumulate_equals_cpu(self, device):
+        index, values = _duplicate_index_inputs()
+
+        def run():
+            return torch.zeros(7, device=device).index_put_(
+                (index.to(device),), values.to(device), accumulate=True)
+
+        with DeterministicGuard(True):
+            deterministic = run().cpu()
+        with DeterministicGuard(True):
+            reference = torch.zeros(7).index_put_((index,), values,
+                                                  accumulate=True)
+        # CPU's other (sequential) order almost always gives another result
+        # for these inputs, so a daemon that ignored the mode would fail.
+        self.assertEqual(deterministic, reference, atol=0, rtol=0)
+
+    def test_deterministic_index_copy_equals_cpu(self, device):
+        index, _ = _duplicate_index_inputs()
+        source = torch.arange(_UPDATES, dtype=torch.float32)
+        with DeterministicGuard(True):
+            result = torch.zeros(7, device=device).index_copy_(
+                0, index.to(device), source.to(device)).cpu()
+            reference = torch.zeros(7).index_copy_(0, index, source)
+        self.assertEqual(result, reference, atol=0, rtol=0)
+
+    def test_deterministic_scatter_add_equals_cpu(self, device):
+        index, values = _duplicate_index_inputs()
+        with DeterministicGuard(True):
+            result = torch.zeros(7, device=device).scatter_add_(
+                0, index.to(device), values.to(device)).cpu()
+            reference = torch.zeros(7).scatter_add_(0, index, values)
+        self.assertEqual(result, reference, atol=0, rtol=0)
+
+    def test_empty_is_filled_under_deterministic_mode(self, device):
+        with DeterministicGuard(True):
+            floats = torch.empty(5, device=device).cpu()
+            ints = torch.empty(5, dtype=torch.int32, device=device).cpu()
+        self.assertTrue(floats.isnan().all())
+        self.assertTrue((ints == torch.iinfo(torch.int32).max).all())
+
+
+instantiate_device_type_tests(TestSettingsReachKernels, globals())
+
+
+class _default_dtype:
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def __enter__(self):
+        self.previous = torch.get_default_dtype()
+        torch.set_default_dtype(self.dtype)
+
+    def __exit__(self, *exc):
+        torch.set_default_dtype(self.previous)
+
+
+def test_the_test_classes_run_on_cpu_and_openreg():
+    names = set(globals())
+    assert "TestSettingsReachKernelsCPU" in names
+    assert "TestSettingsReachKernelsOPENREG" in names, sorted(names)
+
+
+# ---- Device checks, as CUDA does them ---------------------------------------
+
+def test_cpu_values_for_index_put_are_refused_at_the_call():
+    x = torch.zeros(3, device="openreg")
+    index = torch.tensor([0], device="openreg")
+    with pytest.raises(RuntimeError,
+                       match="Expected all tensors to be on the same device"):
+        x.index_put_((index,), torch.ones(1))
+    # 0-dim CPU values and CPU index tensors are accepted, as on CUDA.
+    x.index_put_((index,), torch.tensor(5.0))
+    x.index_put_((torch.tensor([2]),), torch.tensor(7.0))
+    assert x.cpu().tolist() == [5.0, 0.0, 7.0]
+
+
+def test_a_cpu_out_tensor_is_refused_even_when_0_dim():
+    x = torch.ones(3, device="openreg")
+    for out in (torch.empty(0, dtype=torch.long), torch.empty(())):
+        with pytest.raises(RuntimeError,
+                           match="Expected all tensors to be on the same"):
+            torch.sum(x, dim=0, out=out)
+        assert out.numel() <= 1  # nothing written into client memory
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.nonzero(x, out=torch.empty(0, dtype=torch.long))
+
+
+def test_0_dim_cpu_tensors_are_read_as_scalars():
+    x = torch.arange(3.0, device="openreg")
+    torch.testing.assert_close((x * torch.tensor(2.0)).cpu(),
+                               torch.arange(3.0) * 2)
+
+
+# ---- Two clients with different settings ------------------------------------
+
+_CLIENT = r"""
+import sys, torch
+dtype = getattr(torch, sys.argv[1])
+torch.set_default_dtype(dtype)
+for _ in range(200):
+    result = torch.ones(64, dtype=torch.uint8, device="openreg") + 0.1
+    assert result.dtype == dtype, result.dtype
+    expected = torch.ones(64, dtype=torch.uint8) + 0.1
+    assert torch.equal(result.cpu(), expected), (result.cpu()[:2], expected[:2])
+print("ok", sys.argv[1])
+"""
+
+
+def test_two_clients_with_different_settings_never_see_each_others():
+    env = DAEMON.env()
+    clients = [subprocess.Popen([sys.executable, "-c", _CLIENT, dtype],
+                                env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+               for dtype in ("float64", "float32", "float64", "float32")]
+    for client in clients:
+        out, err = client.communicate(timeout=120)
+        assert client.returncode == 0, err[-2000:]
+        assert out.startswith("ok")
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
