@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 
-from daemon_fixture import module_daemon
+from daemon_fixture import module_daemon, run_python
 
 DAEMON, setup_module, teardown_module = module_daemon(devices=1)
 
@@ -68,6 +68,32 @@ def test_index_error_is_catchable_as_index_error():
     with pytest.raises(torch.linalg.LinAlgError, match="positive-definite"):
         cholesky_of_non_positive_definite("openreg")
 
+
+
+_BLOCKING_CHILD = r"""
+import torch
+x = torch.zeros(3, device="openreg")
+index = torch.tensor([5], device="openreg")
+try:
+    y = x[index]        # the kernel finds the bad index
+except IndexError as error:
+    print("raised at the call:", str(error).splitlines()[0])
+else:
+    print("returned")
+"""
+
+
+@pytest.mark.parametrize("blocking", ["1", "0"])
+def test_launch_blocking_raises_a_kernel_error_at_its_own_call(blocking):
+    result = run_python(_BLOCKING_CHILD,
+                        DAEMON.env(OPENREG_LAUNCH_BLOCKING=blocking))
+    assert result.returncode == 0, result.stderr[-2000:]
+    if blocking == "1":
+        assert result.stdout.startswith(
+            "raised at the call: index 5 is out of bounds"), result.stdout
+    else:
+        # Asynchronous by default, as on CUDA: the call returns.
+        assert result.stdout.strip() == "returned", result.stdout
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))

@@ -1,5 +1,8 @@
 #include "torch_backend/kernels/remote_launch.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "op_codec/kernel_settings.h"
 #include "openreg/launch.h"
 #include "torch_backend/device_guard.h"
@@ -9,6 +12,14 @@
 
 namespace openreg::torch_backend {
 namespace {
+
+bool LaunchBlocking() {
+  static const bool blocking = [] {
+    const char* value = std::getenv("OPENREG_LAUNCH_BLOCKING");
+    return value != nullptr && std::string_view(value) == "1";
+  }();
+  return blocking;
+}
 
 StreamId CurrentStreamId(c10::DeviceIndex device) {
   return static_cast<StreamId>(CurrentStream(device).id());
@@ -74,7 +85,12 @@ void LaunchAsync(const c10::OperatorHandle& op,
   for (const at::Tensor& output : outputs) {
     if (output.defined()) EncodeTensorRef(output, launch.add_outputs());
   }
-  OPENREG_CHECK(LaunchOp(launch, CurrentStreamId(device)));
+  const StreamId stream = CurrentStreamId(device);
+  OPENREG_CHECK(LaunchOp(launch, stream));
+  // OPENREG_LAUNCH_BLOCKING=1, like CUDA_LAUNCH_BLOCKING=1: every launch
+  // waits for its kernel, so an error the kernel finds is raised here, at
+  // the call that caused it.
+  if (C10_UNLIKELY(LaunchBlocking())) OPENREG_CHECK(StreamSynchronize(stream));
 }
 
 proto::OpReply LaunchSync(const c10::OperatorHandle& op,
