@@ -107,7 +107,54 @@ class TestSettingsReachKernels(TestCase):
         self.assertTrue((ints == torch.iinfo(torch.int32).max).all())
 
 
+
+class TestOutArguments(TestCase):
+    """An out= tensor of any layout is written exactly where CPU writes it,
+    and nothing outside it is touched."""
+
+    _SEQUENCES = [
+        ("arange", lambda out: torch.arange(0, 4, out=out)),
+        ("linspace", lambda out: torch.linspace(0, 3, 4, out=out)),
+        ("logspace", lambda out: torch.logspace(0, 3, 4, out=out)),
+    ]
+
+    def _views(self, device):
+        """(name, base, out) with a sentinel-filled base and a 4-element
+        non-contiguous view of it."""
+        narrowed = torch.full((2, 3), -7.0, device=device)
+        transposed = torch.full((2, 2), -7.0, device=device)
+        offset = torch.full((9,), -7.0, device=device)
+        return [("narrowed", narrowed, narrowed.narrow(1, 1, 2)),
+                ("transposed", transposed, transposed.t()),
+                ("strided with offset", offset, offset[1::2])]
+
+    def test_sequence_ops_fill_a_non_contiguous_out_as_cpu(self, device):
+        for op_name, op in self._SEQUENCES:
+            for (view, base, out), (_, cpu_base, cpu_out) in zip(
+                    self._views(device), self._views("cpu")):
+                with self.subTest(op=op_name, view=view):
+                    op(out)
+                    op(cpu_out)
+                    self.assertEqual(out.cpu(), cpu_out, atol=0, rtol=0)
+                    # The sentinel outside the view is where CPU left it.
+                    self.assertEqual(base.cpu(), cpu_base, atol=0, rtol=0)
+
+    def test_a_wrongly_sized_out_is_resized_as_on_cpu(self, device):
+        base = torch.full((2, 3), -7.0, device=device)
+        out = base.narrow(1, 1, 2)
+        cpu_base = torch.full((2, 3), -7.0)
+        cpu_out = cpu_base.narrow(1, 1, 2)
+        with self.assertWarnsRegex(UserWarning, "resized"):
+            torch.arange(0, 3, out=out)
+        with self.assertWarnsRegex(UserWarning, "resized"):
+            torch.arange(0, 3, out=cpu_out)
+        self.assertEqual(out.shape, cpu_out.shape)
+        self.assertEqual(out.stride(), cpu_out.stride())
+        self.assertEqual(base.cpu(), cpu_base, atol=0, rtol=0)
+
+
 instantiate_device_type_tests(TestSettingsReachKernels, globals())
+instantiate_device_type_tests(TestOutArguments, globals())
 
 
 class _default_dtype:
