@@ -77,7 +77,11 @@ class UseEvent {
 
   // Done, or never going to run (a lost daemon): either way the block may
   // be reused.
-  bool Finished() const { return EventQuery(id_) != Error::kNotReady; }
+  bool Finished() const {
+    const Error error = EventQuery(id_);
+    IgnoreError(error, "both answers are the query's: done or never runs");
+    return error != Error::kNotReady;
+  }
 
  private:
   static constexpr EventId kNone = ~EventId{0};
@@ -103,8 +107,9 @@ class HostAllocatorImpl
   }
 
   void free_block(at::HostBlock<c10::Stream>* block) override {
-    // Called from empty_cache(); a failure (lost daemon) must not throw.
-    HostFree(block->ptr_);
+    // Called from empty_cache(), which must not throw.
+    IgnoreError(HostFree(block->ptr_),
+                "the daemon is gone: no queued copy uses the block any more");
   }
 
   // Runs while a block is freed (often in a destructor), so it never
@@ -116,8 +121,10 @@ class HostAllocatorImpl
     const std::optional<EventId> id = EventPool::Get().Acquire(device);
     if (!id.has_value()) return;
     UseEvent recorded(device, *id);
-    if (EventRecord(*id, static_cast<StreamId>(stream.id())) !=
-        Error::kSuccess) {
+    if (const Error error =
+            EventRecord(*id, static_cast<StreamId>(stream.id()));
+        error != Error::kSuccess) {
+      IgnoreError(error, "the daemon is gone: the queued copies never run");
       return;
     }
     events->push_back(std::move(recorded));

@@ -6,14 +6,22 @@
 
 namespace openreg::torch_backend {
 
-Error IgnoreError(Error error, const char* reason) {
+Error IgnoreError(Error error, const char* reason) noexcept {
   if (error == Error::kSuccess) return error;
-  const std::string message = GetLastErrorMessage();
-  GetLastError();  // answered here
+  // Cleared only when this failure set it: an earlier, unrelated error (and
+  // kNotReady, which is never recorded) stays.
+  const bool recorded = PeekAtLastError() == error;
   if (error == Error::kInternal) {
-    TORCH_WARN_ONCE("openreg: an internal error was ignored (", reason,
-                    "): ", message);
+    const std::string message =
+        recorded ? GetLastErrorMessage() : std::string(ErrorName(error));
+    try {
+      TORCH_WARN_ONCE("openreg: an internal error was ignored (", reason,
+                      "): ", message, "; please report this.");
+    } catch (...) {
+      // A warning handler that throws must not escape a destructor.
+    }
   }
+  if (recorded) GetLastError();
   return error;
 }
 

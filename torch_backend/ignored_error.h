@@ -13,7 +13,7 @@ namespace openreg::torch_backend {
 
 // Answers the failure `error` (if any) for `reason`; returns `error`, so a
 // caller can still branch on it.
-Error IgnoreError(Error error, const char* reason);
+Error IgnoreError(Error error, const char* reason) noexcept;
 
 }  // namespace openreg::torch_backend
 
