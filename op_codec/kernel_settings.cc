@@ -25,18 +25,6 @@ bool ThreadFlushesDenormals() {
 #endif
 }
 
-const char* PrecisionName(at::Float32MatmulPrecision precision) {
-  switch (precision) {
-    case at::Float32MatmulPrecision::HIGHEST:
-      return "highest";
-    case at::Float32MatmulPrecision::HIGH:
-      return "high";
-    case at::Float32MatmulPrecision::MEDIUM:
-      return "medium";
-  }
-  return "highest";
-}
-
 }  // namespace
 
 bool operator==(const KernelSettings& a, const KernelSettings& b) {
@@ -44,7 +32,7 @@ bool operator==(const KernelSettings& a, const KernelSettings& b) {
          a.deterministic_algorithms == b.deterministic_algorithms &&
          a.deterministic_warn_only == b.deterministic_warn_only &&
          a.fill_uninitialized_memory == b.fill_uninitialized_memory &&
-         a.float32_matmul_precision == b.float32_matmul_precision &&
+         a.mkldnn_matmul_precision == b.mkldnn_matmul_precision &&
          a.mkldnn_enabled == b.mkldnn_enabled &&
          a.deterministic_mkldnn == b.deterministic_mkldnn &&
          a.allow_fp16_reduction_cpu == b.allow_fp16_reduction_cpu &&
@@ -60,7 +48,8 @@ KernelSettings CurrentKernelSettings() {
   settings.deterministic_warn_only = context.deterministicAlgorithmsWarnOnly();
   settings.fill_uninitialized_memory =
       context.deterministicFillUninitializedMemory();
-  settings.float32_matmul_precision = context.float32MatmulPrecision();
+  settings.mkldnn_matmul_precision = context.float32Precision(
+      at::Float32Backend::MKLDNN, at::Float32Op::MATMUL);
   settings.mkldnn_enabled = context.userEnabledMkldnn();
   settings.deterministic_mkldnn = context.deterministicMkldnn();
   settings.allow_fp16_reduction_cpu = context.allowFP16ReductionCPU();
@@ -85,9 +74,9 @@ void EncodeKernelSettings(const KernelSettings& settings,
       defaults.fill_uninitialized_memory) {
     out->set_fill_uninitialized_memory(settings.fill_uninitialized_memory);
   }
-  if (settings.float32_matmul_precision != defaults.float32_matmul_precision) {
-    out->set_float32_matmul_precision(
-        static_cast<int32_t>(settings.float32_matmul_precision));
+  if (settings.mkldnn_matmul_precision != defaults.mkldnn_matmul_precision) {
+    out->set_mkldnn_matmul_precision(
+        static_cast<int32_t>(settings.mkldnn_matmul_precision));
   }
   if (settings.mkldnn_enabled != defaults.mkldnn_enabled) {
     out->set_mkldnn_enabled(settings.mkldnn_enabled);
@@ -120,16 +109,16 @@ absl::StatusOr<KernelSettings> DecodeKernelSettings(
     }
     settings.default_dtype = static_cast<c10::ScalarType>(dtype);
   }
-  if (in.has_float32_matmul_precision()) {
-    const int32_t precision = in.float32_matmul_precision();
-    if (precision < static_cast<int32_t>(at::Float32MatmulPrecision::HIGHEST) ||
-        precision > static_cast<int32_t>(at::Float32MatmulPrecision::MEDIUM)) {
+  if (in.has_mkldnn_matmul_precision()) {
+    const int32_t precision = in.mkldnn_matmul_precision();
+    if (precision < static_cast<int32_t>(at::Float32Precision::NONE) ||
+        precision > static_cast<int32_t>(at::Float32Precision::DEFAULT)) {
       return MakeError(proto::INVALID_VALUE,
-                       absl::StrCat("float32 matmul precision ", precision,
+                       absl::StrCat("matmul precision ", precision,
                                     " is not one of ATen's"));
     }
-    settings.float32_matmul_precision =
-        static_cast<at::Float32MatmulPrecision>(precision);
+    settings.mkldnn_matmul_precision =
+        static_cast<at::Float32Precision>(precision);
   }
   if (in.has_deterministic_algorithms()) {
     settings.deterministic_algorithms = in.deterministic_algorithms();
@@ -170,9 +159,10 @@ void ApplyProcessSettings(const KernelSettings& settings) {
     context.setDeterministicFillUninitializedMemory(
         settings.fill_uninitialized_memory);
   }
-  if (now.float32_matmul_precision != settings.float32_matmul_precision) {
-    context.setFloat32MatmulPrecision(
-        PrecisionName(settings.float32_matmul_precision));
+  if (now.mkldnn_matmul_precision != settings.mkldnn_matmul_precision) {
+    context.setFloat32Precision(at::Float32Backend::MKLDNN,
+                                at::Float32Op::MATMUL,
+                                settings.mkldnn_matmul_precision);
   }
   if (now.mkldnn_enabled != settings.mkldnn_enabled) {
     context.setUserEnabledMkldnn(settings.mkldnn_enabled);

@@ -6,7 +6,8 @@
 //
 // The list, from torch 2.13's at::Context and c10 (what a CPU kernel
 // reads): the default dtype; deterministic algorithms, their warn-only
-// mode and fill-uninitialized-memory; float32 matmul precision; oneDNN
+// mode and fill-uninitialized-memory; oneDNN's fp32 matmul precision
+// (torch.set_float32_matmul_precision); oneDNN
 // (mkldnn) enabled, deterministic, TF32; fp16 reduced-precision reductions
 // on CPU; flush-denormal. What is left out and why is in
 // docs/ARCHITECTURE.md.
@@ -27,8 +28,10 @@ struct KernelSettings {
   bool deterministic_algorithms = false;
   bool deterministic_warn_only = false;
   bool fill_uninitialized_memory = true;
-  at::Float32MatmulPrecision float32_matmul_precision =
-      at::Float32MatmulPrecision::HIGHEST;
+  // What torch.set_float32_matmul_precision sets for CPU kernels: oneDNN's
+  // fp32 matmul precision (read as float32Precision(MKLDNN, MATMUL), a
+  // third of the cost of float32MatmulPrecision() on the per-op path).
+  at::Float32Precision mkldnn_matmul_precision = at::Float32Precision::NONE;
   bool mkldnn_enabled = true;
   bool deterministic_mkldnn = false;
   bool allow_fp16_reduction_cpu = false;

@@ -37,7 +37,7 @@ TEST(KernelSettingsTest, ChangedSettingsRoundTrip) {
   settings.deterministic_algorithms = true;
   settings.deterministic_warn_only = true;
   settings.fill_uninitialized_memory = false;
-  settings.float32_matmul_precision = at::Float32MatmulPrecision::MEDIUM;
+  settings.mkldnn_matmul_precision = at::Float32Precision::BF16;
   settings.mkldnn_enabled = false;
   settings.deterministic_mkldnn = true;
   settings.allow_fp16_reduction_cpu = true;
@@ -58,7 +58,7 @@ TEST(KernelSettingsTest, HostileValuesAreRejected) {
   wire.set_default_dtype(1000);
   EXPECT_FALSE(op_codec::DecodeKernelSettings(wire).ok());
   wire.Clear();
-  wire.set_float32_matmul_precision(7);
+  wire.set_mkldnn_matmul_precision(7);
   EXPECT_FALSE(op_codec::DecodeKernelSettings(wire).ok());
 }
 
