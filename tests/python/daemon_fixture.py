@@ -3,6 +3,7 @@ process environments and socket folders. Every daemon has its own socket in
 a fresh /tmp folder (never under $TEST_TMPDIR: unix socket paths must stay
 under 108 bytes) and is stopped by its pid; nothing is killed by name."""
 
+import atexit
 import contextlib
 import os
 import subprocess
@@ -52,6 +53,23 @@ def module_daemon(**daemon_args):
     uses the daemon from its first device use on."""
     daemon = Daemon(**daemon_args)
     return daemon, lambda: daemon.start().use(), daemon.stop
+
+
+_process_daemon = None
+
+
+def process_daemon(**daemon_args):
+    """One private daemon for this whole test process, started now and used
+    from here on; stopped (by pid) when the process exits. For modules that
+    must have a daemon before import-time code touches the device (importing
+    torch.testing._internal asks whether openreg is available, which
+    connects). A py_test module that runs pytest.main() on itself is imported
+    twice (as __main__ and by pytest): both get this one daemon."""
+    global _process_daemon
+    if _process_daemon is None:
+        _process_daemon = Daemon(**daemon_args).start().use()
+        atexit.register(_process_daemon.stop)
+    return _process_daemon
 
 
 def run_python(code, env, timeout=120):

@@ -12,21 +12,17 @@ import sys
 import pytest
 import torch
 
-from daemon_fixture import Daemon
+from daemon_fixture import process_daemon
 
 # Started before torch.testing._internal is imported: importing it asks
 # whether the device is available, which connects (and would spawn a
 # default daemon otherwise).
-DAEMON = Daemon(devices=1).start().use()
+DAEMON = process_daemon(devices=1)
 
 from torch.testing._internal.common_device_type import (  # noqa: E402
     instantiate_device_type_tests)
 from torch.testing._internal.common_utils import (  # noqa: E402
     DeterministicGuard, TestCase)
-
-
-def teardown_module():
-    DAEMON.stop()
 
 _UPDATES = 100000
 
