@@ -149,7 +149,33 @@ class TestOutArguments(TestCase):
         self.assertEqual(base.cpu(), cpu_base, atol=0, rtol=0)
 
 
+
+class TestOutputMetadataMatchesCpu(TestCase):
+    """Where torch 2.13's Python Meta kernels disagree with CPU's kernels,
+    openreg follows CPU, at the call."""
+
+    def test_nan_reductions_over_an_empty_dim_list_reduce_everything(self,
+                                                                    device):
+        x = torch.tensor([[1.0, float("nan"), 3.0], [4.0, 5.0, 6.0]])
+        for op in (torch.nansum, torch.nanmean):
+            for keepdim in (False, True):
+                with self.subTest(op=op.__name__, keepdim=keepdim):
+                    result = op(x.to(device), dim=[], keepdim=keepdim)
+                    expected = op(x, dim=[], keepdim=keepdim)
+                    self.assertEqual(result.shape, expected.shape)
+                    self.assertEqual(result.cpu(), expected)
+
+    def test_new_empty_strided_with_zero_strides(self, device):
+        base = torch.ones(1, device=device)
+        result = base.new_empty_strided((2, 3, 4), (0, 0, 0))
+        self.assertEqual(result.shape, (2, 3, 4))
+        self.assertEqual(result.stride(), (0, 0, 0))
+        # The next op is clean.
+        self.assertEqual((base * 2).cpu(), torch.full((1,), 2.0))
+
+
 instantiate_device_type_tests(TestSettingsReachKernels, globals())
+instantiate_device_type_tests(TestOutputMetadataMatchesCpu, globals())
 instantiate_device_type_tests(TestOutArguments, globals())
 
 

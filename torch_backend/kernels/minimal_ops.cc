@@ -12,6 +12,7 @@
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+#include <ATen/ops/new_empty_strided_native.h>
 
 #include "data_plane/tensor_extent.h"
 #include "torch_backend/device_allocator.h"
@@ -314,6 +315,10 @@ c10::Scalar LocalScalarDense(const at::Tensor& self) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", EmptyMemoryFormat);
   m.impl("empty_strided", EmptyStrided);
+  // ATen's own composite (empty_strided with self's options): no kernel in
+  // the daemon, whose result would have to be copied into an output that
+  // may have zero strides.
+  m.impl("new_empty_strided", TORCH_FN(at::native::new_empty_strided_symint));
   m.impl("as_strided", AsStrided);
   m.impl("view", View);
   m.impl("_reshape_alias", ReshapeAlias);
