@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -62,6 +63,29 @@ std::mutex g_default_generator_mutex;
 std::string ShapeString(c10::IntArrayRef sizes) {
   return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
 }
+// Collects the warnings a kernel raises on this thread (c10's warning
+// handler is thread-local), for the client to raise again.
+class WarningCollector : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& warning) override {
+    warnings_.push_back(warning);
+  }
+  const std::vector<c10::Warning>& warnings() const { return warnings_; }
+
+ private:
+  std::vector<c10::Warning> warnings_;
+};
+
+void EncodeWarning(const c10::Warning& warning, proto::KernelWarning* out) {
+  out->set_message(warning.msg());
+  out->set_deprecation(
+      std::holds_alternative<c10::DeprecationWarning>(warning.type()));
+  const c10::SourceLocation& where = warning.source_location();
+  if (where.function != nullptr) out->set_function(where.function);
+  if (where.file != nullptr) out->set_file(where.file);
+  out->set_line(where.line);
+}
+
 // Everything one launch needs while its arguments are converted: the
 // daemon's side of the op codec (device tensors are CPU tensors over
 // pinned session memory; results are stored in memory allocated in the
@@ -142,7 +166,9 @@ class Launch : public op_codec::DeviceTensorCodec {
   // Copies stand-ins that kept their shape back into client memory.
   void FinishOutArguments();
   absl::Status WriteReply(const c10::FunctionSchema& schema,
-                          const torch::jit::Stack& stack, uint64_t sequence);
+                          const torch::jit::Stack& stack,
+                          const std::vector<c10::Warning>& warnings,
+                          uint64_t sequence);
 
   const StreamContext& context_;
   Session& session_;
@@ -457,6 +483,7 @@ void Launch::FinishOutArguments() {
 
 absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
                                 const torch::jit::Stack& stack,
+                                const std::vector<c10::Warning>& warnings,
                                 uint64_t sequence) {
   const std::vector<c10::Argument>& returns = schema.returns();
   proto::OpReply reply;
@@ -484,6 +511,9 @@ absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
     absl::Status encoded =
         op_codec::EncodeValue(stack[i], type, *this, reply.add_results());
     if (!encoded.ok()) return Fail(encoded);
+  }
+  for (const c10::Warning& warning : warnings) {
+    EncodeWarning(warning, reply.add_warnings());
   }
   const size_t size = reply.ByteSizeLong();
   const uint64_t limit = session_.limits().reply_bytes;
@@ -543,9 +573,15 @@ absl::Status Launch::RunSynchronous(const c10::OperatorHandle& handle,
                                     torch::jit::Stack* stack,
                                     uint64_t sequence) {
   ReplaceOutArguments(handle.schema(), stack);
-  Call(handle, stack);
+  // The client waits for this reply, so the kernel's warnings reach it at
+  // the call, as they would on CPU.
+  WarningCollector collector;
+  {
+    const c10::WarningUtils::WarningHandlerGuard guard(&collector);
+    Call(handle, stack);
+  }
   FinishOutArguments();
-  return WriteReply(handle.schema(), *stack, sequence);
+  return WriteReply(handle.schema(), *stack, collector.warnings(), sequence);
 }
 
 absl::Status Launch::Run(uint64_t sequence) {

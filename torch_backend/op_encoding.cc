@@ -3,8 +3,11 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <string>
 #include <vector>
 
+#include "absl/container/node_hash_set.h"
+#include "absl/synchronization/mutex.h"
 #include "data_plane/tensor_extent.h"
 #include "op_codec/op_codec.h"
 #include "torch_backend/device_allocator.h"
@@ -89,6 +92,31 @@ at::Tensor WrapDaemonTensor(const proto::TensorRef& ref) {
       c10::scalarTypeToTypeMeta(dtype));
   tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
   return tensor;
+}
+
+namespace {
+
+// c10::SourceLocation holds pointers, and a warning may outlive this call
+// (Python's handler buffers it): the few distinct file and function names
+// are kept for the life of the process.
+const char* Interned(const std::string& text) {
+  static absl::Mutex mutex;
+  static auto* names = new absl::node_hash_set<std::string>();
+  absl::MutexLock lock(&mutex);
+  if (names->size() >= 4096 && !names->contains(text)) return "<daemon>";
+  return names->insert(text).first->c_str();
+}
+
+}  // namespace
+
+void RaiseKernelWarnings(const proto::OpReply& reply) {
+  for (const proto::KernelWarning& warning : reply.warnings()) {
+    const c10::SourceLocation where{Interned(warning.function()),
+                                    Interned(warning.file()), warning.line()};
+    c10::Warning::warning_variant_t type = c10::UserWarning();
+    if (warning.deprecation()) type = c10::DeprecationWarning();
+    c10::warn(c10::Warning(type, where, warning.message(), /*verbatim=*/false));
+  }
 }
 
 c10::IValue DecodeResult(const proto::Argument& result) {

@@ -25,6 +25,11 @@ at::Tensor WrapDaemonTensor(const proto::TensorRef& ref);
 // Decodes one result of a synchronous op.
 c10::IValue DecodeResult(const proto::Argument& result);
 
+// Raises the warnings the daemon's kernel raised for a synchronous op, as
+// c10 warnings of the same category and source location (Python sees them
+// as UserWarning / DeprecationWarning, through its warning filters).
+void RaiseKernelWarnings(const proto::OpReply& reply);
+
 }  // namespace openreg::torch_backend
 
 #endif  // OPENREG_TORCH_BACKEND_OP_ENCODING_H_

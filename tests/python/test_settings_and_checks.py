@@ -8,6 +8,7 @@ daemon serves the module."""
 
 import subprocess
 import sys
+import warnings
 
 import pytest
 import torch
@@ -174,7 +175,35 @@ class TestOutputMetadataMatchesCpu(TestCase):
         self.assertEqual((base * 2).cpu(), torch.full((1,), 2.0))
 
 
+
+def _uint8_mask_index(device):
+    x = torch.arange(3.0, device=device)
+    mask = torch.tensor([1, 0, 1], dtype=torch.uint8, device=device)
+    return x[mask]
+
+
+class TestKernelWarnings(TestCase):
+    """Warnings a daemon kernel raises reach the user as Python warnings,
+    with CPU's category and message, through the `warnings` filters."""
+
+    def test_a_kernel_warning_is_a_python_warning(self, device):
+        with self.assertWarnsRegex(
+                UserWarning, "indexing with dtype torch.uint8 is now deprecated"):
+            result = _uint8_mask_index(device)
+        self.assertEqual(result.cpu(), torch.tensor([0.0, 2.0]))
+
+    def test_warning_filters_apply(self, device):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with self.assertRaisesRegex(UserWarning, "torch.uint8"):
+                _uint8_mask_index(device)
+        # The failed call left the device clean.
+        self.assertEqual((torch.ones(2, device=device) * 3).cpu(),
+                         torch.full((2,), 3.0))
+
+
 instantiate_device_type_tests(TestSettingsReachKernels, globals())
+instantiate_device_type_tests(TestKernelWarnings, globals())
 instantiate_device_type_tests(TestOutputMetadataMatchesCpu, globals())
 instantiate_device_type_tests(TestOutArguments, globals())
 

@@ -16,7 +16,7 @@ namespace openreg::torch_backend {
 namespace {
 
 void EmptyDimListReducesAll(const c10::OperatorHandle& op,
-                      torch::jit::Stack* stack) {
+                            torch::jit::Stack* stack) {
   const size_t num_arguments = op.schema().arguments().size();
   // nansum(Tensor self, int[1]? dim, bool keepdim, *, ScalarType? dtype
   // [, Tensor(a!) out]): `dim` is the second argument.

@@ -9,10 +9,10 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/new_empty_strided_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
-#include <ATen/ops/new_empty_strided_native.h>
 
 #include "data_plane/tensor_extent.h"
 #include "torch_backend/device_allocator.h"

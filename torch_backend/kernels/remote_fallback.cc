@@ -388,6 +388,7 @@ std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
                                         c10::DeviceIndex device) {
   const c10::FunctionSchema& schema = op.schema();
   const proto::OpReply reply = LaunchSync(op, arguments, device);
+  RaiseKernelWarnings(reply);
   TORCH_CHECK(
       static_cast<size_t>(reply.results_size()) == schema.returns().size(),
       "openreg: the daemon returned ", reply.results_size(), " results for ",
