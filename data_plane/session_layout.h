@@ -25,7 +25,7 @@ namespace openreg {
 
 // Bumped whenever this layout, commands.proto or control.proto change in a
 // way that old peers cannot handle.
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;
 inline constexpr uint64_t kSessionMagic = 0x4f50454e52454731ull;  // OPENREG1
 
 struct SessionLimits {
@@ -56,7 +56,8 @@ struct alignas(64) StreamSlot {
   std::atomic<uint32_t> error_code;  // proto::ErrorCode, 0 = none
   uint64_t error_sequence;
   char error_op[64];
-  char error_message[448];
+  // Long enough for ATen's longest messages (addcdiv's is ~650 bytes).
+  char error_message[2048];
   // Synchronous op replies: reply_size bytes of a serialized OpReply in the
   // stream's reply area, valid once `completed` reaches reply_sequence.
   uint64_t reply_sequence;

@@ -293,6 +293,9 @@ absl::Status EncodeHostTensor(const at::Tensor& tensor,
   for (int64_t size : contiguous.sizes()) out->add_sizes(size);
   out->set_dtype(static_cast<int32_t>(contiguous.scalar_type()));
   out->set_data(contiguous.const_data_ptr(), nbytes);
+  if (tensor.unsafeGetTensorImpl()->is_wrapped_number()) {
+    out->set_wrapped_number(true);
+  }
   return absl::OkStatus();
 }
 
@@ -328,6 +331,9 @@ absl::StatusOr<at::Tensor> DecodeHostTensor(const proto::HostTensor& host) {
                            .dtype(static_cast<at::ScalarType>(host.dtype()))
                            .device(at::kCPU));
   if (bytes != 0) std::memcpy(tensor.data_ptr(), host.data().data(), bytes);
+  if (host.wrapped_number() && tensor.dim() == 0) {
+    tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
+  }
   return tensor;
 }
 

@@ -222,6 +222,20 @@ TEST_F(OpCodecTest, HostTensorsTravelByValue) {
   EXPECT_TRUE(RoundTrip(at::empty({0}, at::kLong)).toTensor().numel() == 0);
 }
 
+TEST_F(OpCodecTest, WrappedNumbersStayNumbersForTypePromotion) {
+  at::Tensor number = at::scalar_tensor(1.5, at::kDouble);
+  number.unsafeGetTensorImpl()->set_wrapped_number(true);
+  const at::Tensor decoded = RoundTrip(number).toTensor();
+  EXPECT_TRUE(decoded.unsafeGetTensorImpl()->is_wrapped_number());
+  // int64 + a wrapped 1.5 is float32 (the default dtype); + a 0-dim
+  // float64 tensor would be float64.
+  EXPECT_EQ(at::result_type(at::ones({2}, at::kLong), decoded), at::kFloat);
+  EXPECT_FALSE(RoundTrip(at::scalar_tensor(1.5, at::kDouble))
+                   .toTensor()
+                   .unsafeGetTensorImpl()
+                   ->is_wrapped_number());
+}
+
 TEST_F(OpCodecTest, UndefinedTensorsTravelAsNone) {
   proto::Argument wire;
   ASSERT_TRUE(EncodeValue(at::Tensor(), nullptr, tensors_, &wire).ok());
