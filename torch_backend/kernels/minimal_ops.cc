@@ -38,6 +38,21 @@ void CheckFactoryOptions(c10::Device device, std::optional<c10::Layout> layout,
               "Only CPU tensors can be pinned");
 }
 
+// Whether `self.data = from` may keep `self`'s TensorImpl (torch 2.13's
+// TensorImpl::has_compatible_shallow_copy_type lists the dense in-tree
+// backends but not PrivateUse1, and points backends here). Dense openreg
+// and dense CPU tensors are interchangeable, as CUDA and CPU are: so
+// module.to("openreg") keeps the same Parameter objects (an optimizer built
+// before it trains the moved model; tied weights stay tied).
+bool HasCompatibleShallowCopyType(const at::Tensor& self,
+                                  const at::Tensor& from) {
+  const auto dense_cpu_or_openreg = [](const at::Tensor& tensor) {
+    return tensor.layout() == c10::kStrided &&
+           (tensor.is_privateuseone() || tensor.is_cpu());
+  };
+  return dense_cpu_or_openreg(self) && dense_cpu_or_openreg(from);
+}
+
 // torch.empty* under torch.use_deterministic_algorithms(True) (and
 // fill_uninitialized_memory, the default) holds NaN or the dtype's maximum,
 // as CPU's empty does. Op outputs the fallback allocates are not filled:
@@ -315,6 +330,8 @@ c10::Scalar LocalScalarDense(const at::Tensor& self) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", EmptyMemoryFormat);
   m.impl("empty_strided", EmptyStrided);
+  m.impl("_has_compatible_shallow_copy_type",
+         TORCH_FN(HasCompatibleShallowCopyType));
   // ATen's own composite (empty_strided with self's options): no kernel in
   // the daemon, whose result would have to be copied into an output that
   // may have zero strides.
