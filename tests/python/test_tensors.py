@@ -242,5 +242,39 @@ def test_synchronize_reports_async_kernel_errors():
     assert torch.ones(2, device="openreg").sum().item() == 2.0
 
 
+
+# (operation on x = arange(6), y = zeros(1); whether the result's values
+# are defined: resize_ leaves new elements uninitialized on every device).
+_METADATA_OPERATIONS = {
+    "set_storage_offset_size_without_strides":
+        (lambda x, y: y.set_(x.untyped_storage(), 0, (2, 2)), True),
+    "set_storage_with_offset_without_strides":
+        (lambda x, y: y.set_(x.untyped_storage(), 1, (3,)), True),
+    "set_storage_with_strides":
+        (lambda x, y: y.set_(x.untyped_storage(), 0, (2, 2), (1, 2)), True),
+    "set_tensor": (lambda x, y: y.set_(x), True),
+    "set_whole_storage": (lambda x, y: y.set_(x.untyped_storage()), True),
+    "as_strided_with_offset": (lambda x, y: x.as_strided((2, 2), (1, 2), 1),
+                               True),
+    "as_strided_zero_stride": (lambda x, y: x.as_strided((3,), (0,)), True),
+    "resize_grows": (lambda x, y: y.resize_(3, 2), False),
+    "resize_to_empty": (lambda x, y: y.resize_(0), True),
+    "view_of_offset_slice": (lambda x, y: x[1:].view(5), True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_METADATA_OPERATIONS))
+def test_set_as_strided_and_resize_match_cpu(name):
+    operation, values_defined = _METADATA_OPERATIONS[name]
+
+    def run(device):
+        x = torch.arange(6.0, device=device)
+        y = torch.zeros(1, device=device)
+        result = operation(x, y)
+        return (tuple(result.shape), result.stride(), result.storage_offset(),
+                result.cpu().tolist() if values_defined else None)
+
+    assert run("openreg") == run("cpu")
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))

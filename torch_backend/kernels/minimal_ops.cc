@@ -153,8 +153,13 @@ at::Tensor& SetSourceStorageWithOffset(at::Tensor& self, c10::Storage source,
   if (!impl->storage().is_alias_of(source))
     impl->set_storage_keep_dtype(source);
   impl->set_storage_offset(storage_offset.guard_int(__FILE__, __LINE__));
+  // set_(storage, offset, size) without strides means contiguous, as in
+  // CPU's set_storage_cpu_.
+  const c10::IntArrayRef strides = C10_AS_INTARRAYREF_SLOW(stride);
   SetSizesAndStrides(self, C10_AS_INTARRAYREF_SLOW(size),
-                     C10_AS_INTARRAYREF_SLOW(stride));
+                     strides.empty() && !size.empty()
+                         ? std::nullopt
+                         : std::optional<c10::IntArrayRef>(strides));
   return self;
 }
 
