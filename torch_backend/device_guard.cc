@@ -204,6 +204,23 @@ c10::DeviceIndex DeviceGuardImpl::deviceCount() const noexcept {
   return static_cast<c10::DeviceIndex>(count);
 }
 
+c10::DeviceCapability DeviceGuardImpl::getDeviceCapability(
+    c10::Device device) const {
+  const c10::DeviceIndex count = deviceCount();
+  TORCH_CHECK(
+      device.has_index() && device.index() >= 0 && device.index() < count,
+      "Invalid device index ", device,
+      " for get_device_capability: openreg has ", count, " devices");
+  c10::DeviceCapability capability;  // every dtype
+  auto& dtypes = capability.capability_data.supported_scalar_types;
+  dtypes.has_QInt8 = false;
+  dtypes.has_QUInt8 = false;
+  dtypes.has_QInt32 = false;
+  dtypes.has_QUInt4x2 = false;
+  dtypes.has_QUInt2x4 = false;
+  return capability;
+}
+
 void DeviceGuardImpl::destroyEvent(
     void* event, const c10::DeviceIndex /*device_index*/) const noexcept {
   if (event == nullptr) return;

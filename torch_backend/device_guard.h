@@ -46,6 +46,9 @@ class DeviceGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getNewStream(c10::Device device, int priority) const override;
   c10::Stream exchangeStream(c10::Stream stream) const override;
   c10::DeviceIndex deviceCount() const noexcept override;
+  // torch.accelerator.get_device_capability(): the dtypes openreg tensors
+  // can have (every dtype but the quantized ones, which the daemon refuses).
+  c10::DeviceCapability getDeviceCapability(c10::Device device) const override;
 
   void destroyEvent(
       void* event, const c10::DeviceIndex device_index) const noexcept override;

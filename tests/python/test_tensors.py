@@ -276,5 +276,18 @@ def test_set_as_strided_and_resize_match_cpu(name):
 
     assert run("openreg") == run("cpu")
 
+
+def test_accelerator_device_capability_lists_the_supported_dtypes():
+    capability = torch.accelerator.get_device_capability("openreg:0")
+    dtypes = set(capability["supported_dtypes"])
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16,
+                  torch.complex64, torch.complex32, torch.int64, torch.uint8,
+                  torch.bool):
+        assert dtype in dtypes, dtype
+    # Quantized tensors are refused by the daemon: not listed.
+    assert torch.qint8 not in dtypes and torch.quint8 not in dtypes
+    with pytest.raises(RuntimeError, match="Invalid device index"):
+        torch.accelerator.get_device_capability("openreg:5")
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
