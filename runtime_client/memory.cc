@@ -81,6 +81,9 @@ absl::Status FreeOn(Session& session, uint64_t address) {
                                   "(double free)"));
   }
   StreamContext& default_stream = session.DefaultStream(device);
+  // No stream is deactivated (destroyed) between choosing the fences and
+  // noting them: its destroyer then waits for this free.
+  absl::ReaderMutexLock fences(&session.fence_mutex());
   proto::Command command;
   proto::FreeMemory* free_memory = command.mutable_free();
   free_memory->set_address(address);

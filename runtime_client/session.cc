@@ -103,6 +103,7 @@ void Session::ActivateStream(uint32_t slot, int device) {
 }
 
 void Session::DeactivateStream(uint32_t slot) {
+  absl::WriterMutexLock fences(&fence_mutex_);
   streams_[slot]->active.store(false, std::memory_order_release);
   // Its own waits on other streams are gone with it.
   for (const std::unique_ptr<StreamContext>& other : streams_) {

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "data_plane/session_layout.h"
 #include "openreg/runtime.h"
@@ -75,7 +76,13 @@ class Session {
   void ForEachActiveStream(absl::FunctionRef<void(StreamContext&)> visit);
   // Starts client-side tracking of a stream the daemon just created.
   void ActivateStream(uint32_t slot, int device);
+  // Takes fence_mutex() exclusively: once it returns, every command that
+  // fences on the stream has been noted (WaitForWaiters sees it) and no
+  // new one can be built.
   void DeactivateStream(uint32_t slot);
+  // Held shared while a command that fences on other streams (a free) is
+  // built from the active streams, submitted and its waiters noted.
+  absl::Mutex& fence_mutex() { return fence_mutex_; }
 
   // Appends a command to `stream`'s ring; `encode` serializes it given its
   // sequence number. Waits while the ring is full (checking liveness).
@@ -160,6 +167,7 @@ class Session {
   StagingPool staging_;
   EventTable events_;
   FreedAddresses freed_addresses_;
+  absl::Mutex fence_mutex_;
 };
 
 }  // namespace openreg::client

@@ -66,8 +66,17 @@ Error StreamDestroy(StreamId stream) {
     absl::Status waited = session.WaitForCompletion(
         context, context.last_submitted.load(std::memory_order_acquire));
     if (ErrorOf(waited) == Error::kDeviceLost) return waited;
+    // Inactive first: no new command fences on it, and once the daemon has
+    // freed the slot, another thread's StreamCreate may receive it (a
+    // deactivation after that would take that thread's stream away).
+    // Then the commands that already fence on it pass.
+    const int device = context.device.load(std::memory_order_relaxed);
+    session.DeactivateStream(context.slot);
     absl::Status waiters = session.WaitForWaiters(context);
-    if (!waiters.ok()) return waiters;
+    if (!waiters.ok()) {
+      session.ActivateStream(context.slot, device);  // still the caller's
+      return waiters;
+    }
     proto::DestroyStreamRequest request;
     session.FillRef(request.mutable_session());
     request.set_slot(context.slot);
@@ -75,8 +84,10 @@ Error StreamDestroy(StreamId stream) {
     absl::Status destroyed =
         session.Call("DestroyStream", &proto::DeviceDaemon::Stub::DestroyStream,
                      request, &reply);
-    if (!destroyed.ok()) return destroyed;
-    session.DeactivateStream(context.slot);
+    if (!destroyed.ok()) {
+      session.ActivateStream(context.slot, device);  // still the caller's
+      return destroyed;
+    }
     return absl::OkStatus();
   }));
 }
