@@ -137,6 +137,10 @@ class Launch : public op_codec::DeviceTensorCodec {
                                torch::jit::Stack* stack);
   absl::Status RunSynchronous(const c10::OperatorHandle& handle,
                               torch::jit::Stack* stack, uint64_t sequence);
+  // An asynchronous launch the client waits for: the reply carries the
+  // kernel's warnings only.
+  absl::Status RunChecked(const ResolvedOp& resolved, torch::jit::Stack* stack,
+                          uint64_t sequence);
 
   // A CPU tensor over the session memory `ref` names (extent validated,
   // memory pinned). Its dtype and bits were checked by op_codec::
@@ -535,12 +539,12 @@ absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
 absl::StatusOr<const ResolvedOp*> Launch::Resolve() const {
   const ResolvedOp* resolved = ResolveOp(op_.name(), op_.overload());
   if (resolved == nullptr) {
-    return MakeError(proto::INVALID_VALUE,
-                     absl::StrCat("unknown operator ", op_name()));
-  }
-  if (op_.synchronous() && op_.outputs_size() != 0) {
-    return Fail(proto::INVALID_VALUE,
-                "a synchronous launch must not name outputs");
+    // Like an op without a kernel for a backend: NotImplementedError.
+    return MakeError(
+        proto::KERNEL_NOT_IMPLEMENTED_ERROR,
+        absl::StrCat("unknown operator ", op_name(),
+                     ": the daemon has no kernel for it (load the library "
+                     "that defines it with --kernel_library)"));
   }
   return resolved;
 }
@@ -569,6 +573,18 @@ absl::Status Launch::RunAsynchronous(const ResolvedOp& resolved,
   return CopyToOutputs(*stack);
 }
 
+absl::Status Launch::RunChecked(const ResolvedOp& resolved,
+                                torch::jit::Stack* stack, uint64_t sequence) {
+  WarningCollector collector;
+  {
+    const c10::WarningUtils::WarningHandlerGuard guard(&collector);
+    absl::Status ran = RunAsynchronous(resolved, stack);
+    if (!ran.ok()) return ran;
+  }
+  return WriteReply(resolved.handle.schema(), /*stack=*/{},
+                    collector.warnings(), sequence);
+}
+
 absl::Status Launch::RunSynchronous(const c10::OperatorHandle& handle,
                                     torch::jit::Stack* stack,
                                     uint64_t sequence) {
@@ -591,10 +607,11 @@ absl::Status Launch::Run(uint64_t sequence) {
       BuildStack((*resolved)->handle.schema());
   if (!stack.ok()) return stack.status();
   if (absl::Status outputs = ValidateOutputs(); !outputs.ok()) return outputs;
-  if (op_.synchronous()) {
+  if (!op_.synchronous()) return RunAsynchronous(**resolved, &*stack);
+  if (op_.outputs_size() == 0) {
     return RunSynchronous((*resolved)->handle, &*stack, sequence);
   }
-  return RunAsynchronous(**resolved, &*stack);
+  return RunChecked(**resolved, &*stack, sequence);
 }
 
 void Launch::ReleaseResults() {
@@ -628,6 +645,8 @@ proto::ErrorCode CodeOfKernelError(const c10::Error& error) {
 }
 
 }  // namespace
+
+AtenOpRunner::AtenOpRunner() { c10::WarningUtils::set_warnAlways(true); }
 
 absl::Status AtenOpRunner::Run(const StreamContext& context,
                                const proto::LaunchOp& op, uint64_t sequence) {

@@ -12,6 +12,11 @@ namespace openreg::daemon {
 
 class AtenOpRunner : public OpRunner {
  public:
+  // Makes TORCH_WARN_ONCE warn at every call in this process (as
+  // torch.set_warn_always(True) does): once per daemon would mean once for
+  // the first client only. Clients dedupe as their warning filters say.
+  AtenOpRunner();
+
   // Looks the op up in the dispatcher, builds its argument stack (every
   // tensor validated against the session and pinned while the kernel
   // runs), calls it and delivers the results as OpRunner::Run says. An

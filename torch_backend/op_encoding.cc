@@ -109,14 +109,20 @@ const char* Interned(const std::string& text) {
 
 }  // namespace
 
-void RaiseKernelWarnings(const proto::OpReply& reply) {
+std::vector<c10::Warning> KernelWarnings(const proto::OpReply& reply) {
+  std::vector<c10::Warning> warnings;
   for (const proto::KernelWarning& warning : reply.warnings()) {
     const c10::SourceLocation where{Interned(warning.function()),
                                     Interned(warning.file()), warning.line()};
     c10::Warning::warning_variant_t type = c10::UserWarning();
     if (warning.deprecation()) type = c10::DeprecationWarning();
-    c10::warn(c10::Warning(type, where, warning.message(), /*verbatim=*/false));
+    warnings.emplace_back(type, where, warning.message(), /*verbatim=*/false);
   }
+  return warnings;
+}
+
+void RaiseWarnings(const std::vector<c10::Warning>& warnings) {
+  for (const c10::Warning& warning : warnings) c10::warn(warning);
 }
 
 c10::IValue DecodeResult(const proto::Argument& result) {

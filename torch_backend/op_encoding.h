@@ -6,6 +6,9 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
+
+#include <vector>
 
 #include "protos/commands.pb.h"
 
@@ -25,10 +28,13 @@ at::Tensor WrapDaemonTensor(const proto::TensorRef& ref);
 // Decodes one result of a synchronous op.
 c10::IValue DecodeResult(const proto::Argument& result);
 
-// Raises the warnings the daemon's kernel raised for a synchronous op, as
-// c10 warnings of the same category and source location (Python sees them
-// as UserWarning / DeprecationWarning, through its warning filters).
-void RaiseKernelWarnings(const proto::OpReply& reply);
+// The warnings the daemon's kernel raised for a synchronous or checked
+// launch, as c10 warnings of the same category and source location.
+std::vector<c10::Warning> KernelWarnings(const proto::OpReply& reply);
+
+// Raises them in this process (Python sees UserWarning / DeprecationWarning,
+// through its warning filters).
+void RaiseWarnings(const std::vector<c10::Warning>& warnings);
 
 }  // namespace openreg::torch_backend
 

@@ -539,7 +539,7 @@ TEST_F(StreamExecutionTest, LaunchErrors) {
   std::optional<StreamErrorRecord> error =
       stream0_->Run(LaunchCommand("aten::does_not_exist", "", {}, {}));
   ASSERT_TRUE(error.has_value());
-  EXPECT_EQ(error->code, proto::INVALID_VALUE);
+  EXPECT_EQ(error->code, proto::KERNEL_NOT_IMPLEMENTED_ERROR);
   EXPECT_NE(error->message.find("unknown operator aten::does_not_exist"),
             std::string::npos)
       << error->message;

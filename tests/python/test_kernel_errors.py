@@ -73,6 +73,9 @@ def test_index_error_is_catchable_as_index_error():
 _BLOCKING_CHILD = r"""
 import torch
 x = torch.zeros(3, device="openreg")
+# The first launch of an op signature is checked (waited for); a valid one
+# first, so that the bad index is a value-dependent error of a later launch.
+x[torch.tensor([1], device="openreg")]
 index = torch.tensor([5], device="openreg")
 try:
     y = x[index]        # the kernel finds the bad index

@@ -6,10 +6,9 @@ message first, and the next op must be clean. The table is run
 device-generically (instantiate_device_type_tests): the CPU variant checks
 that the case really is a misuse, the openreg variant compares with it.
 
-KNOWN_LATE lists the cases openreg still refuses only in the daemon (at
-the next synchronization): the test checks that they are refused then,
-with CPU's class, and fails as soon as one of them is refused at the call
-(shrink-only, like the conformance suite's known failures)."""
+Many of these checks are missing from torch 2.13's Meta kernels (dtype
+support, dim wrapping, casts into in-place results, index dtypes): openreg
+checks the first launch of every op signature with the real kernel."""
 
 import re
 import sys
@@ -120,28 +119,38 @@ CASES = {
         t(d, 1, 1, 2, 2), 5),
     "einsum_bad_equation": lambda d: torch.einsum("ij,jk->il", t(d, 2, 3),
                                                   t(d, 3, 4)),
+    # checks CPU's kernels make and torch 2.13's Meta kernels do not
+    "inplace_addcmul_float_into_long": lambda d: t(
+        d, 3, dtype=torch.int64).addcmul_(t(d, 3), t(d, 3)),
+    "argsort_dim_out_of_range": lambda d: torch.argsort(t(d, 2, 3), 3),
+    "log_softmax_dim_out_of_range": lambda d: torch.log_softmax(
+        t(d, 2, 3), 4),
+    "bitwise_not_float": lambda d: torch.bitwise_not(t(d, 3)),
+    "left_shift_bool": lambda d: torch.bitwise_left_shift(
+        t(d, 3, dtype=torch.bool), t(d, 3, dtype=torch.bool)),
+    "gcd_float": lambda d: torch.gcd(t(d, 3), t(d, 3)),
+    "remainder_bool": lambda d: torch.remainder(
+        t(d, 3, dtype=torch.bool), t(d, 3, dtype=torch.bool)),
+    "abs_bool": lambda d: torch.abs(t(d, 3, dtype=torch.bool)),
+    "histc_integer": lambda d: torch.histc(t(d, 3, dtype=torch.int64)),
+    "mm_bool": lambda d: torch.mm(t(d, 2, 2, dtype=torch.bool),
+                                  t(d, 2, 2, dtype=torch.bool)),
+    "mm_dtype_mismatch": lambda d: torch.mm(
+        t(d, 2, 2), t(d, 2, 2, dtype=torch.float64)),
+    "sort_complex": lambda d: torch.sort(t(d, 3, dtype=torch.complex64)),
+    "max_complex": lambda d: torch.max(t(d, 3, dtype=torch.complex64)),
+    "cumsum_into_bool_out": lambda d: torch.cumsum(
+        t(d, 3), 0, out=torch.empty(3, dtype=torch.bool, device=d)),
+    "index_add_float_index": lambda d: torch.index_add(
+        t(d, 3), 0, t(d, 1), t(d, 1)),
+    "index_copy_float_index": lambda d: torch.index_copy(
+        t(d, 3), 0, t(d, 1), t(d, 1)),
+    "index_fill_float_index": lambda d: torch.index_fill(
+        t(d, 3), 0, t(d, 1), 1.0),
+    "put_float_index": lambda d: t(d, 3).put_(t(d, 1), t(d, 1)),
+    "index_put_float_index": lambda d: t(d, 3).index_put_((t(d, 1),),
+                                                          t(d, 1)),
 }
-
-# Refused by the daemon's kernel only (at the next synchronization): the
-# check is in CPU's C++ kernel, and torch 2.13's Meta kernel (most are
-# Python) does not make it. Each is a known gap (docs/ARCHITECTURE.md).
-KNOWN_LATE = {
-    # The Python Meta kernel for add skips the alpha check for bool tensors
-    # (their Python type is bool).
-    "bool_add_float_alpha",
-    # Dtype support is decided by the CPU kernel's dispatch macro.
-    "bitwise_and_float",
-    # The Meta kernels do not check the index or mask dtype.
-    "index_select_float_index",
-    "masked_fill_float_mask",
-    # The in-place Meta kernel does not check that the result type can be
-    # cast back into a bool tensor.
-    "inplace_float_into_bool",
-    # The Meta kernels of _softmax and sort do not wrap the dim.
-    "softmax_dim_out_of_range",
-    "sort_dim_out_of_range",
-}
-
 
 def _without_type_names(message):
     """Legacy tensor type names name the device ("torch.FloatTensor" on CPU,
@@ -183,28 +192,34 @@ class TestMisuseAtTheCall(TestCase):
             _drain()
 
     def _check(self, case, expected, first_line, raised_at_call, device):
-        if case in KNOWN_LATE:
-            self.assertIsNone(
-                raised_at_call,
-                f"{case} is now refused at the call: remove it from "
-                "KNOWN_LATE")
-            with self.assertRaises(type(expected)) as late:
-                torch.openreg.synchronize()
-            self.assertTrue(
-                _without_type_names(str(late.exception)).startswith(
-                    _without_type_names(first_line)), str(late.exception))
-        else:
-            self.assertIsNotNone(raised_at_call,
-                                 f"{case} was not refused at the call")
-            self.assertIs(type(raised_at_call), type(expected),
-                          f"{raised_at_call!r} vs CPU's {expected!r}")
-            self.assertTrue(
-                _without_type_names(str(raised_at_call)).startswith(
-                    _without_type_names(first_line)),
-                f"{raised_at_call} vs CPU's {first_line}")
+        self.assertIsNotNone(raised_at_call,
+                             f"{case} was not refused at the call")
+        self.assertIs(type(raised_at_call), type(expected),
+                      f"{raised_at_call!r} vs CPU's {expected!r}")
+        self.assertTrue(
+            _without_type_names(str(raised_at_call)).startswith(
+                _without_type_names(first_line)),
+            f"{raised_at_call} vs CPU's {first_line}")
         # The next op is clean: nothing was left on the stream.
         torch.openreg.synchronize()
         self.assertEqual((t(device, 2) * 2).cpu(), torch.full((2,), 2.0))
+
+
+    def test_a_misuse_repeated_is_refused_at_each_call(self, device):
+        # A refused signature is never remembered as checked.
+        for _ in range(3):
+            with self.assertRaisesRegex(NotImplementedError,
+                                        "not implemented for 'Float'"):
+                torch.bitwise_xor(t(device, 4), t(device, 4))
+        self.assertEqual((t(device, 2) * 2).cpu(), torch.full((2,), 2.0))
+
+    def test_a_checked_signature_accepts_valid_calls_after_a_misuse(
+            self, device):
+        x = t(device, 3, dtype=torch.int64)
+        with self.assertRaises(RuntimeError):
+            x.mul_(1.5)
+        x.mul_(3)  # the same op with an integral scalar is valid
+        self.assertEqual(x.cpu(), torch.full((3,), 3, dtype=torch.int64))
 
 
 instantiate_device_type_tests(TestMisuseAtTheCall, globals())

@@ -192,6 +192,35 @@ class TestKernelWarnings(TestCase):
             result = _uint8_mask_index(device)
         self.assertEqual(result.cpu(), torch.tensor([0.0, 2.0]))
 
+    def test_an_asynchronous_kernel_warns_at_every_call(self, device):
+        # std's kernel warns for every call (TORCH_WARN); on openreg the op
+        # runs asynchronously after its first, checked launch.
+        x = torch.ones(1, device=device)
+        for _ in range(3):
+            with self.assertWarnsRegex(UserWarning,
+                                       "degrees of freedom is <= 0"):
+                result = x.std()
+        self.assertTrue(result.isnan().item())
+
+    def test_a_warn_once_site_warns_for_each_call_under_warn_always(
+            self, device):
+        # TORCH_WARN_ONCE: searchsorted's warning for a non-contiguous
+        # boundary tensor. Under set_warn_always(True) CPU warns at every
+        # call; openreg's daemon always does (once per daemon would mean
+        # once for its first client only).
+        boundaries = torch.arange(6.0).reshape(3, 2).t().to(device)
+        values = torch.ones(2, 2, device=device)
+        previous = torch.is_warn_always_enabled()
+        torch.set_warn_always(True)
+        try:
+            for _ in range(2):
+                with self.assertWarnsRegex(UserWarning, "non-contiguous"):
+                    result = torch.searchsorted(boundaries, values)
+        finally:
+            torch.set_warn_always(previous)
+        self.assertEqual(result.cpu(),
+                         torch.searchsorted(boundaries.cpu(), values.cpu()))
+
     def test_warning_filters_apply(self, device):
         with warnings.catch_warnings():
             warnings.simplefilter("error")

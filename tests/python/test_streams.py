@@ -279,7 +279,10 @@ def test_elapsed_time_errors():
 def test_kernel_errors_are_reported_at_that_streams_synchronize():
     s = torch.openreg.Stream()
     with torch.openreg.stream(s):
-        # Passes the Meta kernel, fails in the daemon: launched async.
+        # The first launch of a signature is checked (waited for); the
+        # next, with the same metadata, is launched asynchronously and its
+        # value-dependent failure is found in the daemon.
+        torch._assert_async(torch.ones((), device="openreg"))
         torch._assert_async(torch.zeros((), device="openreg"))
     with pytest.raises(RuntimeError, match="_assert_async"):
         s.synchronize()

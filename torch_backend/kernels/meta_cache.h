@@ -1,5 +1,10 @@
 // Memoizes Meta-kernel results by argument metadata.
 //
+// An entry is stored only after the real kernel accepted a call with that
+// key (the first launch of each signature is checked, remote_fallback.cc):
+// a hit means every check the kernel makes on metadata has passed, and
+// replays the warnings that kernel raised.
+//
 // In torch 2.13 most Meta kernels are Python functions
 // (torch/_meta_registrations.py shadows the C++ ones), so inferring one op's
 // output shapes costs 100-400 µs. Output metadata depends only on the
@@ -12,6 +17,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
+#include <c10/util/Exception.h>
 
 #include <memory>
 #include <string>
@@ -27,6 +33,9 @@ struct MetaResult {
   bool unavailable = false;
   // Meta tensors carrying the outputs' sizes, strides, dtype and offset.
   std::vector<c10::IValue> outputs;
+  // What the kernel warned at its checked launch, raised again at each hit
+  // (as CPU warns at every call).
+  std::vector<c10::Warning> warnings;
 };
 
 // Writes the cache key of a call into `key` (reusing its capacity: the

@@ -229,11 +229,22 @@ c10::IValue ToMetaValue(const c10::IValue& value, bool keep_storage) {
   return value;
 }
 
-// Runs the op's Meta kernel; nullopt when it cannot (data-dependent shape,
-// no Meta support for these inputs).
-std::shared_ptr<const MetaResult> RunMeta(const c10::OperatorHandle& op,
-                                          c10::ArrayRef<c10::IValue> arguments,
-                                          bool keep_storage) {
+// The Meta kernel's answer for one call.
+struct MetaAnswer {
+  // Null when the Meta kernel cannot answer (data-dependent shape, no Meta
+  // support for these inputs): the op then runs synchronously.
+  std::shared_ptr<const MetaResult> result;
+  // A signature not seen before (a cache miss, or a call that cannot be
+  // cached): its launch is checked, and `fresh` is cached under `key` only
+  // once the kernel has accepted it. PyTorch's Meta kernels lack some of
+  // the checks CPU's kernels make (dtype support, dim wrapping, casting
+  // into in-place results), and this makes all of them raise at the call.
+  std::shared_ptr<MetaResult> fresh;
+  std::string key;  // empty: not cacheable
+};
+
+MetaAnswer RunMeta(const c10::OperatorHandle& op,
+                   c10::ArrayRef<c10::IValue> arguments, bool keep_storage) {
   thread_local std::string key;
   const bool cacheable = BuildMetaCacheKey(op, arguments, keep_storage, &key);
   if (cacheable) {
@@ -243,12 +254,12 @@ std::shared_ptr<const MetaResult> RunMeta(const c10::OperatorHandle& op,
     if (hit != nullptr &&
         (hit->unavailable ||
          hit->outputs.size() == op.schema().returns().size())) {
-      return hit->unavailable ? nullptr : hit;
+      return {hit->unavailable ? nullptr : std::move(hit), nullptr, ""};
     }
   }
   // A miss runs a Meta kernel, which may re-enter the fallback (and reuse
   // the key buffer): keep this call's key.
-  std::string miss_key = key;
+  std::string miss_key = cacheable ? key : std::string();
   torch::jit::Stack stack;
   stack.reserve(arguments.size());
   for (const c10::IValue& argument : arguments) {
@@ -262,9 +273,11 @@ std::shared_ptr<const MetaResult> RunMeta(const c10::OperatorHandle& op,
     // The synchronous path runs the real kernel and reports real errors.
     result->unavailable = true;
   }
-  if (cacheable) StoreMetaResult(std::move(miss_key), result);
-  if (result->unavailable) return nullptr;
-  return result;
+  if (result->unavailable) {
+    if (cacheable) StoreMetaResult(std::move(miss_key), result);
+    return {nullptr, nullptr, ""};
+  }
+  return {result, result, std::move(miss_key)};
 }
 
 // A client-side view of `base`'s storage with the Meta kernel's layout.
@@ -330,12 +343,13 @@ void CheckNotBlocked(const c10::OperatorHandle& op) {
 
 // Step 3a, the usual path: the Meta kernel's results become the real ones
 // (fresh device memory, the aliased argument, or a client-side view), and
-// the op is enqueued unless every result is a pure view. Returns at once.
-std::vector<c10::IValue> RunAsynchronous(const c10::OperatorHandle& op,
-                                         const OpPlan& plan,
-                                         c10::ArrayRef<c10::IValue> arguments,
-                                         const MetaResult& meta,
-                                         c10::DeviceIndex device) {
+// the op is enqueued unless every result is a pure view. Returns at once,
+// unless `checked_warnings` asks for a checked launch: then it waits for
+// the kernel and stores its warnings there.
+std::vector<c10::IValue> RunAsynchronous(
+    const c10::OperatorHandle& op, const OpPlan& plan,
+    c10::ArrayRef<c10::IValue> arguments, const MetaResult& meta,
+    c10::DeviceIndex device, std::vector<c10::Warning>* checked_warnings) {
   const c10::FunctionSchema& schema = op.schema();
   std::vector<c10::IValue> results;
   results.reserve(schema.returns().size());
@@ -375,7 +389,12 @@ std::vector<c10::IValue> RunAsynchronous(const c10::OperatorHandle& op,
     }
     needs_launch = needs_launch || computed;
   }
-  if (needs_launch) LaunchAsync(op, arguments, outputs, device);
+  if (!needs_launch) return results;
+  if (checked_warnings != nullptr) {
+    *checked_warnings = LaunchChecked(op, arguments, outputs, device);
+  } else {
+    LaunchAsync(op, arguments, outputs, device);
+  }
   return results;
 }
 
@@ -388,7 +407,7 @@ std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
                                         c10::DeviceIndex device) {
   const c10::FunctionSchema& schema = op.schema();
   const proto::OpReply reply = LaunchSync(op, arguments, device);
-  RaiseKernelWarnings(reply);
+  RaiseWarnings(KernelWarnings(reply));
   TORCH_CHECK(
       static_cast<size_t>(reply.results_size()) == schema.returns().size(),
       "openreg: the daemon returned ", reply.results_size(), " results for ",
@@ -440,15 +459,26 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const OpPlan& plan = PlanFor(op);
   const c10::DeviceIndex device = CommonDevice(op, plan, arguments);
   const c10::DeviceGuard guard(c10::Device(kType, device));
-  std::shared_ptr<const MetaResult> meta;
+  MetaAnswer meta;
   if (plan.returns_only_tensors &&
       op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) {
     meta = RunMeta(op, arguments, plan.returns_view);
   }
-  // Step 3: run it.
-  std::vector<c10::IValue> results =
-      meta != nullptr ? RunAsynchronous(op, plan, arguments, *meta, device)
-                      : RunSynchronous(op, plan, arguments, device);
+  // Step 3: run it (checked, the first time these arguments' metadata is
+  // seen), and raise the kernel's warnings.
+  std::vector<c10::IValue> results;
+  if (meta.result == nullptr) {
+    results = RunSynchronous(op, plan, arguments, device);
+  } else if (meta.fresh == nullptr) {
+    results = RunAsynchronous(op, plan, arguments, *meta.result, device,
+                              /*checked_warnings=*/nullptr);
+    RaiseWarnings(meta.result->warnings);
+  } else {
+    results = RunAsynchronous(op, plan, arguments, *meta.result, device,
+                              &meta.fresh->warnings);
+    if (!meta.key.empty()) StoreMetaResult(std::move(meta.key), meta.fresh);
+    RaiseWarnings(meta.fresh->warnings);
+  }
   // Step 4: the results replace the arguments on the stack.
   torch::jit::drop(*stack, num_arguments);
   for (c10::IValue& result : results) {

@@ -73,6 +73,12 @@ void EncodeLaunch(const c10::OperatorHandle& op,
   }
 }
 
+void EncodeOutputs(c10::ArrayRef<at::Tensor> outputs, proto::LaunchOp* launch) {
+  for (const at::Tensor& output : outputs) {
+    if (output.defined()) EncodeTensorRef(output, launch->add_outputs());
+  }
+}
+
 }  // namespace
 
 void LaunchAsync(const c10::OperatorHandle& op,
@@ -82,15 +88,26 @@ void LaunchAsync(const c10::OperatorHandle& op,
   thread_local proto::LaunchOp launch;
   launch.Clear();
   EncodeLaunch(op, arguments, device, &launch);
-  for (const at::Tensor& output : outputs) {
-    if (output.defined()) EncodeTensorRef(output, launch.add_outputs());
-  }
+  EncodeOutputs(outputs, &launch);
   const StreamId stream = CurrentStreamId(device);
   OPENREG_CHECK(LaunchOp(launch, stream));
   // OPENREG_LAUNCH_BLOCKING=1, like CUDA_LAUNCH_BLOCKING=1: every launch
   // waits for its kernel, so an error the kernel finds is raised here, at
   // the call that caused it.
   if (C10_UNLIKELY(LaunchBlocking())) OPENREG_CHECK(StreamSynchronize(stream));
+}
+
+std::vector<c10::Warning> LaunchChecked(const c10::OperatorHandle& op,
+                                        c10::ArrayRef<c10::IValue> arguments,
+                                        c10::ArrayRef<at::Tensor> outputs,
+                                        c10::DeviceIndex device) {
+  proto::LaunchOp launch;
+  EncodeLaunch(op, arguments, device, &launch);
+  EncodeOutputs(outputs, &launch);
+  launch.set_synchronous(true);
+  proto::OpReply reply;
+  OPENREG_CHECK(LaunchOpSync(launch, &reply, CurrentStreamId(device)));
+  return KernelWarnings(reply);
 }
 
 proto::OpReply LaunchSync(const c10::OperatorHandle& op,

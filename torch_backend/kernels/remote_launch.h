@@ -4,6 +4,9 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+
+#include <vector>
 
 #include "protos/commands.pb.h"
 
@@ -14,6 +17,14 @@ namespace openreg::torch_backend {
 void LaunchAsync(const c10::OperatorHandle& op,
                  c10::ArrayRef<c10::IValue> arguments,
                  c10::ArrayRef<at::Tensor> outputs, c10::DeviceIndex device);
+
+// Like LaunchAsync, but waits for the kernel: its errors are thrown here and
+// its warnings returned. The first launch of each op signature is checked,
+// so that everything the real kernel checks is raised at the call.
+std::vector<c10::Warning> LaunchChecked(const c10::OperatorHandle& op,
+                                        c10::ArrayRef<c10::IValue> arguments,
+                                        c10::ArrayRef<at::Tensor> outputs,
+                                        c10::DeviceIndex device);
 
 // Runs `op(arguments)` in the daemon and waits; the daemon allocates the
 // outputs. Kernel errors are thrown here.
