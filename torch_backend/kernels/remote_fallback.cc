@@ -291,8 +291,11 @@ at::Tensor MakeView(const at::Tensor& base, const at::Tensor& meta) {
 }
 
 // out= tensors are resized the way the Meta kernel resized their stand-ins.
+// An out= of the right size keeps its layout, as on CPU (resize_output
+// leaves it alone and the kernel writes through it), even where a Meta
+// kernel restrides its stand-in (sort.values).
 void MatchLayout(const at::Tensor& real, const at::Tensor& meta) {
-  if (real.sizes() == meta.sizes() && real.strides() == meta.strides()) return;
+  if (real.sizes() == meta.sizes()) return;
   const int64_t span = StridedSpanElements(meta.sizes(), meta.strides());
   if (span != 0) {
     EnsureStorageBytes(real.storage(),
@@ -497,6 +500,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution",
          torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());
   m.impl("convolution_backward",
+         torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());
+  // Shared kernels that refuse other devices than CPU, CUDA and XPU by a
+  // device-type check ("mode only supports CPU, CUDA and XPU device
+  // type"); in torch 2.13 only mode.values is reachable from openreg
+  // (docs/ARCHITECTURE.md lists how this was established).
+  m.impl("mode.values",
          torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());
 }
 
