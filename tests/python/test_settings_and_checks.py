@@ -6,6 +6,7 @@ The device-generic tests use PyTorch's own infrastructure
 openreg, and compares openreg with CPU where the result is a value. One
 daemon serves the module."""
 
+import copy
 import subprocess
 import sys
 import warnings
@@ -166,6 +167,32 @@ class TestOutputMetadataMatchesCpu(TestCase):
                     self.assertEqual(result.shape, expected.shape)
                     self.assertEqual(result.cpu(), expected)
 
+    def test_a_channels_last_network_has_cpu_layouts_at_every_layer(
+            self, device):
+        # torch 2.13's Meta kernel of convolution answers contiguous (meta
+        # tensors have no backend); CPU's mkldnn path gives channels_last,
+        # and every later layer follows the layout it is given.
+        torch.manual_seed(0)
+        cpu_net = _residual_net().to(memory_format=torch.channels_last)
+        net = copy.deepcopy(cpu_net).to(device)
+        x = torch.randn(2, 3, 32, 32).to(memory_format=torch.channels_last)
+        cpu_strides, cpu_grads = _layer_strides(cpu_net, x)
+        strides, grads = _layer_strides(net, x.to(device))
+        self.assertEqual(strides, cpu_strides)
+        self.assertEqual(grads, cpu_grads)
+        for dims, conv in ((1, torch.nn.Conv1d(3, 4, 3)),
+                           (3, torch.nn.Conv3d(3, 4, 3)),
+                           (2, torch.nn.ConvTranspose2d(3, 4, 3))):
+            with self.subTest(conv=type(conv).__name__):
+                formats = {2: torch.channels_last, 3: torch.channels_last_3d}
+                x = torch.randn(2, 3, *([6] * dims))
+                if dims in formats:
+                    x = x.to(memory_format=formats[dims])
+                expected = conv(x)
+                result = copy.deepcopy(conv).to(device)(x.to(device))
+                self.assertEqual(result.stride(), expected.stride())
+                self.assertEqual(result.cpu(), expected)
+
     def test_new_empty_strided_with_zero_strides(self, device):
         base = torch.ones(1, device=device)
         result = base.new_empty_strided((2, 3, 4), (0, 0, 0))
@@ -174,6 +201,44 @@ class TestOutputMetadataMatchesCpu(TestCase):
         # The next op is clean.
         self.assertEqual((base * 2).cpu(), torch.full((1,), 2.0))
 
+
+
+class _ResidualBlock(torch.nn.Module):
+    def __init__(self, channels_in, channels_out, stride):
+        super().__init__()
+        nn = torch.nn
+        self.conv1 = nn.Conv2d(channels_in, channels_out, 3, stride, 1,
+                               bias=False)
+        self.norm1 = nn.BatchNorm2d(channels_out)
+        self.conv2 = nn.Conv2d(channels_out, channels_out, 3, 1, 1,
+                               bias=False)
+        self.norm2 = nn.BatchNorm2d(channels_out)
+        self.down = nn.Sequential(
+            nn.Conv2d(channels_in, channels_out, 1, stride, bias=False),
+            nn.BatchNorm2d(channels_out))
+
+    def forward(self, x):
+        y = torch.relu(self.norm1(self.conv1(x)))
+        return torch.relu(self.norm2(self.conv2(y)) + self.down(x))
+
+
+def _residual_net():
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 7, 2, 3, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+        nn.MaxPool2d(3, 2, 1), _ResidualBlock(16, 32, 2),
+        _ResidualBlock(32, 64, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(64, 10))
+
+
+def _layer_strides(net, x):
+    """The strides of every layer's output and of every gradient."""
+    strides = []
+    for layer in net:
+        x = layer(x)
+        strides.append(x.stride())
+    x.sum().backward()
+    return strides, [p.grad.stride() for p in net.parameters()]
 
 
 def _uint8_mask_index(device):

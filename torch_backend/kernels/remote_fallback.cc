@@ -28,6 +28,7 @@
 #include "torch_backend/hooks.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/meta_cache.h"
+#include "torch_backend/kernels/output_layout.h"
 #include "torch_backend/kernels/remote_launch.h"
 #include "torch_backend/op_encoding.h"
 
@@ -269,6 +270,7 @@ MetaAnswer RunMeta(const c10::OperatorHandle& op,
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
     result->outputs = std::move(stack);
+    MatchCpuOutputLayout(op, arguments, &result->outputs);
   } catch (const std::exception&) {
     // The synchronous path runs the real kernel and reports real errors.
     result->unavailable = true;
