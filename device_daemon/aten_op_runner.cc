@@ -9,6 +9,7 @@
 #include <ATen/core/ivalue.h>
 #include <ATen/core/jit_type.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/_validate_sparse_coo_tensor_args.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
@@ -114,6 +115,10 @@ class Launch : public op_codec::DeviceTensorCodec {
   }
   // Ops run on the CPU inside the daemon, whatever device they target.
   absl::StatusOr<c10::Device> DecodeDevice(int32_t index) override;
+  // Sparse kernels index memory with these values: ATen's own check
+  // (every index within its dim's size) before any kernel sees them.
+  absl::Status CheckSparseIndices(const at::Tensor& indices,
+                                  c10::IntArrayRef sizes) override;
   absl::StatusOr<c10::IValue> DecodeGenerator(
       const proto::GeneratorState& state) override;
 
@@ -187,6 +192,23 @@ class Launch : public op_codec::DeviceTensorCodec {
   };
   std::vector<std::pair<size_t, OutArgument>> out_arguments_;
 };
+
+absl::Status Launch::CheckSparseIndices(const at::Tensor& indices,
+                                        c10::IntArrayRef sizes) {
+  // ATen's check with stand-in values of shape [nnz] against the sparse
+  // dims only: the codec has checked the shapes, this checks the indices.
+  const int64_t sparse_dim = indices.size(0);
+  try {
+    at::_validate_sparse_coo_tensor_args(
+        indices, at::empty({indices.size(1)}, at::kByte),
+        sizes.slice(0, sparse_dim), /*is_coalesced=*/std::nullopt);
+  } catch (const c10::Error& error) {
+    return Fail(
+        proto::INVALID_VALUE,
+        absl::StrCat("sparse tensor: ", error.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<at::Tensor> Launch::DeviceTensor(const proto::TensorRef& ref,
                                                 bool growable) {
@@ -321,7 +343,7 @@ absl::Status Launch::CopyToOutputs(const torch::jit::Stack& stack) {
     at::Tensor& output = *destination;
     if ((result.numel() == 0) != (output.numel() == 0)) {
       // Placeholders for results nobody reads (batch norm statistics in
-      // eval mode, embedding_bag's forward-only buffers) are empty on one
+      // eval mode, _embedding_bag_forward_only's buffers) are empty on one
       // side and full-size on the other: the Meta kernel's shape (CUDA's)
       // wins, filled with zeros, never stale memory.
       if (output.numel() != 0) output.zero_();
@@ -452,7 +474,8 @@ void Launch::ReplaceOutArguments(const c10::FunctionSchema& schema,
   for (size_t i = 0; i < schema.arguments().size(); ++i) {
     if (!schema.arguments()[i].is_out() || !(*stack)[i].isTensor()) continue;
     const at::Tensor client = (*stack)[i].toTensor();
-    if (!client.defined()) continue;
+    // A sparse out= is rebuilt by its kernel and returned (WriteReply).
+    if (!client.defined() || client.layout() != at::kStrided) continue;
     const c10::Storage& storage = client.storage();
     // The alias keeps the client tensor, and so its pin, alive.
     auto* keep_alive = new at::Tensor(client);
@@ -496,6 +519,15 @@ absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
         i < returns.size() ? returns[i].type() : c10::AnyType::get();
     const c10::AliasInfo* alias =
         i < returns.size() ? returns[i].alias_info() : nullptr;
+    if (alias != nullptr && alias->isWrite() && stack[i].isTensor() &&
+        stack[i].toTensor().layout() == at::kSparse) {
+      // A sparse tensor written in place has new indices and values (its
+      // number of non-zeros may change): the client adopts them.
+      absl::Status encoded =
+          op_codec::EncodeValue(stack[i], type, *this, reply.add_results());
+      if (!encoded.ok()) return Fail(encoded);
+      continue;
+    }
     if (alias != nullptr && alias->isWrite()) {
       // The client returns its own argument (the kernel wrote through its
       // memory): no copy, except an out= stand-in that the kernel resized,

@@ -1,7 +1,9 @@
 #include "op_codec/op_codec.h"
 
+#include <ATen/SparseTensorImpl.h>
 #include <ATen/core/List.h>
 #include <ATen/core/jit_type.h>
+#include <ATen/ops/_sparse_coo_tensor_unsafe.h>
 #include <ATen/ops/empty.h>
 
 #include <cstring>
@@ -97,12 +99,39 @@ c10::Scalar DecodeScalar(const proto::Scalar& scalar) {
   return c10::Scalar(int64_t{0});
 }
 
+absl::Status EncodeSparseCoo(const at::Tensor& tensor,
+                             DeviceTensorCodec& tensors,
+                             proto::SparseCooTensor* out) {
+  if (absl::Status indices =
+          tensors.EncodeTensor(tensor._indices(), out->mutable_indices());
+      !indices.ok()) {
+    return indices;
+  }
+  if (absl::Status values =
+          tensors.EncodeTensor(tensor._values(), out->mutable_values());
+      !values.ok()) {
+    return values;
+  }
+  for (int64_t size : tensor.sizes()) out->add_sizes(size);
+  out->set_coalesced(tensor.is_coalesced());
+  return absl::OkStatus();
+}
+
 absl::Status EncodeTensorOrNone(const at::Tensor& tensor,
                                 DeviceTensorCodec& tensors,
                                 proto::Argument* out) {
   if (!tensor.defined()) {
     out->set_none(true);
     return absl::OkStatus();
+  }
+  if (tensor.layout() == at::kSparse) {
+    return EncodeSparseCoo(tensor, tensors, out->mutable_sparse_coo());
+  }
+  if (tensor.layout() != at::kStrided) {
+    return MakeError(proto::KERNEL_NOT_IMPLEMENTED_ERROR,
+                     absl::StrCat("openreg supports strided and sparse COO "
+                                  "tensors only, not layout ",
+                                  c10::str(tensor.layout())));
   }
   return tensors.EncodeTensor(tensor, out);
 }
@@ -191,8 +220,14 @@ class ArgumentContext {
   const c10::Argument* schema_;
 };
 
+absl::StatusOr<at::Tensor> DecodeSparseCoo(const proto::SparseCooTensor& sparse,
+                                           DeviceTensorCodec& tensors);
+
 absl::StatusOr<at::Tensor> DecodeTensor(const proto::Argument& argument,
                                         DeviceTensorCodec& tensors) {
+  if (argument.has_sparse_coo()) {
+    return DecodeSparseCoo(argument.sparse_coo(), tensors);
+  }
   if (argument.has_tensor()) {
     if (absl::Status valid = CheckTensorRef(argument.tensor()); !valid.ok()) {
       return valid;
@@ -203,6 +238,53 @@ absl::StatusOr<at::Tensor> DecodeTensor(const proto::Argument& argument,
     return DecodeHostTensor(argument.host_tensor());
   }
   return Invalid("expected a tensor");
+}
+
+// A strided tensor (never a nested sparse one) inside a sparse tensor.
+absl::StatusOr<at::Tensor> DecodeSparsePart(const proto::Argument& part,
+                                            DeviceTensorCodec& tensors) {
+  if (part.has_sparse_coo()) return Invalid("a sparse tensor inside one");
+  return DecodeTensor(part, tensors);
+}
+
+absl::StatusOr<at::Tensor> DecodeSparseCoo(const proto::SparseCooTensor& sparse,
+                                           DeviceTensorCodec& tensors) {
+  absl::StatusOr<at::Tensor> indices =
+      DecodeSparsePart(sparse.indices(), tensors);
+  if (!indices.ok()) return indices.status();
+  absl::StatusOr<at::Tensor> values =
+      DecodeSparsePart(sparse.values(), tensors);
+  if (!values.ok()) return values.status();
+  const std::vector<int64_t> sizes(sparse.sizes().begin(),
+                                   sparse.sizes().end());
+  if (sizes.size() > static_cast<size_t>(kMaxTensorDims)) {
+    return Invalid("sparse tensor: too many dims");
+  }
+  for (int64_t size : sizes) {
+    if (size < 0) return Invalid("sparse tensor: a negative size");
+  }
+  if (indices->scalar_type() != at::kLong || indices->dim() != 2) {
+    return Invalid("sparse tensor: indices must be a 2-D int64 tensor");
+  }
+  const int64_t sparse_dim = indices->size(0);
+  const int64_t nnz = indices->size(1);
+  if (values->dim() < 1 || values->size(0) != nnz ||
+      sparse_dim + values->dim() - 1 != static_cast<int64_t>(sizes.size())) {
+    return Invalid(
+        "sparse tensor: indices, values and sizes do not fit together");
+  }
+  for (int64_t dim = 1; dim < values->dim(); ++dim) {
+    if (values->size(dim) != sizes[sparse_dim + dim - 1]) {
+      return Invalid("sparse tensor: values do not match its dense sizes");
+    }
+  }
+  if (absl::Status checked = tensors.CheckSparseIndices(*indices, sizes);
+      !checked.ok()) {
+    return checked;
+  }
+  return at::_sparse_coo_tensor_unsafe(
+      *indices, *values, sizes, values->scalar_type(), at::kSparse,
+      values->device(), /*pin_memory=*/std::nullopt, sparse.coalesced());
 }
 
 absl::StatusOr<c10::IValue> DecodeTensorList(
@@ -410,7 +492,8 @@ absl::StatusOr<c10::IValue> DecodeValue(const proto::Argument& argument,
       }
       return context.Bad("None given for a non-optional argument");
     case proto::Argument::kTensor:
-    case proto::Argument::kHostTensor: {
+    case proto::Argument::kHostTensor:
+    case proto::Argument::kSparseCoo: {
       absl::StatusOr<at::Tensor> tensor = DecodeTensor(argument, tensors);
       if (!tensor.ok()) return context.Bad(tensor.status().message());
       return c10::IValue(*std::move(tensor));
@@ -476,6 +559,11 @@ absl::StatusOr<c10::IValue> DecodeValue(const proto::Argument& argument,
       break;
   }
   return context.Bad("argument has no value");
+}
+
+absl::Status DeviceTensorCodec::CheckSparseIndices(
+    const at::Tensor& /*indices*/, c10::IntArrayRef /*sizes*/) {
+  return absl::OkStatus();
 }
 
 }  // namespace openreg::op_codec

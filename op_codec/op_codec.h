@@ -58,6 +58,13 @@ class DeviceTensorCodec {
   // daemon runs random ops; the default refuses.
   virtual absl::StatusOr<c10::IValue> DecodeGenerator(
       const proto::GeneratorState& state);
+
+  // Checks the index values of a sparse COO tensor being decoded (shapes
+  // and dtypes are checked by the codec). The daemon's kernels index
+  // memory with them, so it must check them; the client trusts the
+  // daemon's results (the default).
+  virtual absl::Status CheckSparseIndices(const at::Tensor& indices,
+                                          c10::IntArrayRef sizes);
 };
 
 // INVALID_VALUE for a quantized dtype: a tensor over plain memory has no

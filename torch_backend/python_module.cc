@@ -16,6 +16,7 @@
 #include "torch_backend/ignored_error.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/fast_path_ops.h"
+#include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
 #include "torch_backend/runtime_error.h"
 
@@ -113,6 +114,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg runtime bindings (daemon-backed PrivateUse1 device)";
   // After every static registration of this library (see the header).
   RouteStructuredOpsToDaemon();
+  RouteSparseOpsToDaemon();
   m.def("_set_daemon_binary", &SetDaemonBinary, py::arg("path"));
   m.def("_is_connected", &IsConnected);
   m.def("_init", [] { OPENREG_CHECK(Init()); });

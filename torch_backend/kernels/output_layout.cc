@@ -46,6 +46,10 @@ at::MemoryFormat CpuConvolutionFormat(c10::ArrayRef<c10::IValue> arguments) {
 
 }  // namespace
 
+bool MetaShapesDifferFromCpu(const c10::OperatorName& name) {
+  return name.name == "aten::_embedding_bag" && name.overload_name.empty();
+}
+
 void MatchCpuOutputLayout(const c10::OperatorHandle& op,
                           c10::ArrayRef<c10::IValue> arguments,
                           std::vector<c10::IValue>* meta_outputs) {

@@ -15,6 +15,13 @@
 
 namespace openreg::torch_backend {
 
+// Ops whose Meta kernel gives outputs a different shape from CPU's kernel,
+// and whose callers read that output: they run synchronously, with the
+// shapes CPU gives. _embedding_bag (mode sum): CPU's fast path returns an
+// empty offset2bag, which its backward then recomputes; the Meta kernel's
+// full-size one would be zeros and give wrong gradients.
+bool MetaShapesDifferFromCpu(const c10::OperatorName& name);
+
 // Restrides `meta_outputs` (the Meta kernel's results for `op(arguments)`)
 // to the layout CPU's kernel gives them; leaves other ops' alone. Runs on
 // Meta-cache misses only.

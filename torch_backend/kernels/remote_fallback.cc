@@ -30,6 +30,7 @@
 #include "torch_backend/kernels/meta_cache.h"
 #include "torch_backend/kernels/output_layout.h"
 #include "torch_backend/kernels/remote_launch.h"
+#include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/op_encoding.h"
 
 namespace openreg::torch_backend {
@@ -96,6 +97,8 @@ struct OpPlan {
   // never accepted there: nothing is written to client memory.
   std::vector<bool> written;
   bool returns_only_tensors = false;
+  // The Meta kernel's output metadata can be used (see output_layout.h).
+  bool meta_usable = false;
   bool returns_view = false;
   // Per return: its alias annotation and the argument it aliases.
   std::vector<const c10::AliasInfo*> return_alias;
@@ -112,6 +115,10 @@ OpPlan MakePlan(const c10::OperatorHandle& op) {
                            argument.alias_info()->isWrite());
   }
   plan.returns_only_tensors = ReturnsOnlyTensors(schema);
+  plan.meta_usable =
+      plan.returns_only_tensors &&
+      op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta) &&
+      !MetaShapesDifferFromCpu(plan.name);
   plan.returns_view = ReturnsAView(schema);
   for (const c10::Argument& ret : schema.returns()) {
     const c10::AliasInfo* alias = ret.alias_info();
@@ -230,6 +237,18 @@ c10::IValue ToMetaValue(const c10::IValue& value, bool keep_storage) {
   return value;
 }
 
+bool AllStrided(const std::vector<c10::IValue>& outputs) {
+  for (const c10::IValue& output : outputs) {
+    bool strided = true;
+    ForEachTensor(output, [&](const at::Tensor& tensor) {
+      strided =
+          strided && (!tensor.defined() || tensor.layout() == at::kStrided);
+    });
+    if (!strided) return false;
+  }
+  return true;
+}
+
 // The Meta kernel's answer for one call.
 struct MetaAnswer {
   // Null when the Meta kernel cannot answer (data-dependent shape, no Meta
@@ -270,6 +289,8 @@ MetaAnswer RunMeta(const c10::OperatorHandle& op,
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
     result->outputs = std::move(stack);
+    // A sparse result's number of non-zeros depends on values.
+    result->unavailable = !AllStrided(result->outputs);
     MatchCpuOutputLayout(op, arguments, &result->outputs);
   } catch (const std::exception&) {
     // The synchronous path runs the real kernel and reports real errors.
@@ -441,7 +462,10 @@ std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
     // unless the kernel had to resize an out= tensor: then it returns the
     // result, and the argument is resized and filled here.
     const c10::IValue& argument = arguments[*source];
-    if (reply.results(i).has_tensor() && argument.isTensor()) {
+    if (reply.results(i).has_sparse_coo() && argument.isTensor()) {
+      AdoptSparse(argument.toTensor(),
+                  DecodeResult(reply.results(i)).toTensor());
+    } else if (reply.results(i).has_tensor() && argument.isTensor()) {
       const at::Tensor resized = WrapDaemonTensor(reply.results(i).tensor());
       const at::Tensor& out = argument.toTensor();
       out.resize_(resized.sizes());
@@ -454,6 +478,23 @@ std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
 
 }  // namespace
 
+void RemoteSparseFallback(const c10::OperatorHandle& op,
+                          torch::jit::Stack* stack) {
+  CheckNotBlocked(op);
+  const size_t num_arguments = op.schema().arguments().size();
+  const c10::ArrayRef<c10::IValue> arguments =
+      torch::jit::last(*stack, num_arguments);
+  const OpPlan& plan = PlanFor(op);
+  const c10::DeviceIndex device = CommonDevice(op, plan, arguments);
+  const c10::DeviceGuard guard(c10::Device(kType, device));
+  std::vector<c10::IValue> results =
+      RunSynchronous(op, plan, arguments, device);
+  torch::jit::drop(*stack, num_arguments);
+  for (c10::IValue& result : results) {
+    torch::jit::push(*stack, std::move(result));
+  }
+}
+
 void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   CheckNotBlocked(op);
   // Step 2: the op's plan (cached per op), its device, and its results'
@@ -465,10 +506,7 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex device = CommonDevice(op, plan, arguments);
   const c10::DeviceGuard guard(c10::Device(kType, device));
   MetaAnswer meta;
-  if (plan.returns_only_tensors &&
-      op.hasComputedKernelForDispatchKey(c10::DispatchKey::Meta)) {
-    meta = RunMeta(op, arguments, plan.returns_view);
-  }
+  if (plan.meta_usable) meta = RunMeta(op, arguments, plan.returns_view);
   // Step 3: run it (checked, the first time these arguments' metadata is
   // seen), and raise the kernel's warnings.
   std::vector<c10::IValue> results;
@@ -493,6 +531,11 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());
+}
+
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
+  m.fallback(
+      torch::CppFunction::makeFromBoxedFunction<&RemoteSparseFallback>());
 }
 
 // Composite ops whose shared implementation hands unknown backends to

@@ -13,6 +13,11 @@ namespace openreg::torch_backend {
 // `stack` and pushes its results, like any boxed kernel.
 void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
+// The fallback of ops with a sparse COO argument (kernels/sparse_ops.h):
+// always a synchronous launch, as a sparse result's size depends on values.
+void RemoteSparseFallback(const c10::OperatorHandle& op,
+                          torch::jit::Stack* stack);
+
 }  // namespace openreg::torch_backend
 
 #endif  // OPENREG_TORCH_BACKEND_KERNELS_REMOTE_FALLBACK_H_
