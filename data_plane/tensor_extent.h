@@ -13,9 +13,12 @@
 
 namespace openreg {
 
-// Tensors with more dimensions than this are rejected outright; real ones
-// stay far below, and the limit bounds the work done per tensor.
-inline constexpr int kMaxTensorDims = 64;
+// Tensors with more dimensions than this are rejected outright: the limit
+// bounds the work done per decoded tensor (16 KiB of sizes and strides).
+// ATen itself has no such limit (CPU adds and sums 65-dim tensors; only a
+// few kernels, argmax among them, refuse more than 64), so it sits far
+// above what any program uses.
+inline constexpr int kMaxTensorDims = 1024;
 
 struct TensorExtent {
   int64_t element_size = 0;

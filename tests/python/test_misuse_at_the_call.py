@@ -150,6 +150,7 @@ CASES = {
     "put_float_index": lambda d: t(d, 3).put_(t(d, 1), t(d, 1)),
     "index_put_float_index": lambda d: t(d, 3).index_put_((t(d, 1),),
                                                           t(d, 1)),
+    "argmax_over_65_dims": lambda d: torch.ones([1] * 65, device=d).argmax(0),
 }
 
 def _without_type_names(message):

@@ -193,6 +193,13 @@ class TestOutputMetadataMatchesCpu(TestCase):
                 self.assertEqual(result.stride(), expected.stride())
                 self.assertEqual(result.cpu(), expected)
 
+    def test_tensors_of_more_than_64_dims_work_where_cpu_allows_them(
+            self, device):
+        x = torch.arange(2.0).reshape([1] * 64 + [2]).to(device)
+        self.assertEqual((x + 1).cpu(), x.cpu() + 1)
+        self.assertEqual(x.sum().item(), 1.0)
+        self.assertEqual((x * x).shape, x.shape)
+
     def test_new_empty_strided_with_zero_strides(self, device):
         base = torch.ones(1, device=device)
         result = base.new_empty_strided((2, 3, 4), (0, 0, 0))
