@@ -61,6 +61,8 @@ def _load():
     torch.utils.rename_privateuse1_backend("openreg")
     torch._register_device_module("openreg", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    from torch_openreg import dynamo
+    dynamo.install()  # Dynamo's DeviceInterface, when Dynamo is imported
     _loaded = True
 
 
