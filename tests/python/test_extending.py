@@ -233,17 +233,21 @@ def sdpa_inputs(device):
 
 
 FLASH_FOR_CPU = "aten._scaled_dot_product_flash_attention_for_cpu.default"
+OVERRIDEABLE = "aten._scaled_dot_product_fused_attention_overrideable.default"
 
 
 @pytest.mark.parametrize("is_causal", [False, True])
-def test_sdpa_uses_the_fused_kernel_chosen_by_the_dispatch_stub(is_causal):
+def test_sdpa_takes_the_overrideable_route_chosen_by_the_dispatch_stub(
+        is_causal):
     cpu_inputs = sdpa_inputs("cpu")
     dev_inputs = sdpa_inputs("openreg")
+    assert torch._fused_sdp_choice(*dev_inputs, is_causal=is_causal) == \
+        SDPBackend.OVERRIDEABLE.value
     expected = F.scaled_dot_product_attention(*cpu_inputs, is_causal=is_causal)
     expected.sum().backward()
     with OpRecorder() as recorder:
         out = F.scaled_dot_product_attention(*dev_inputs, is_causal=is_causal)
-    assert FLASH_FOR_CPU in recorder.ops
+    assert OVERRIDEABLE in recorder.ops
     assert "aten.bmm.default" not in recorder.ops  # not the math path
     out.sum().backward()
     torch.testing.assert_close(out.cpu(), expected)
@@ -251,10 +255,69 @@ def test_sdpa_uses_the_fused_kernel_chosen_by_the_dispatch_stub(is_causal):
         torch.testing.assert_close(dev.grad.cpu(), cpu.grad)
 
 
+def _sdpa_and_grads(device, inputs, **kwargs):
+    q, k, v = [t.detach().to(device).requires_grad_() for t in inputs]
+    kwargs = {name: value.to(device) if isinstance(value, torch.Tensor)
+              else value for name, value in kwargs.items()}
+    out = F.scaled_dot_product_attention(q, k, v, **kwargs)
+    out.sum().backward()
+    return [t.detach().cpu() for t in (out, q.grad, k.grad, v.grad)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64,
+                                   torch.bfloat16])
+@pytest.mark.parametrize("case", ["plain", "causal", "bool mask",
+                                  "float mask", "scale", "gqa"])
+def test_sdpa_forward_and_backward_match_cpu(dtype, case):
+    torch.manual_seed(0)
+    heads_kv = 2 if case == "gqa" else 8
+    q = torch.randn(2, 8, 40, 16, dtype=dtype)
+    k = torch.randn(2, heads_kv, 40, 16, dtype=dtype)
+    v = torch.randn(2, heads_kv, 40, 16, dtype=dtype)
+    kwargs = {"plain": {}, "causal": {"is_causal": True},
+              "bool mask": {"attn_mask": torch.rand(40, 40) > 0.3},
+              "float mask": {"attn_mask": torch.randn(2, 1, 40, 40,
+                                                      dtype=dtype)},
+              "scale": {"scale": 0.3}, "gqa": {"enable_gqa": True}}[case]
+    dev = [t.to("openreg") for t in (q, k, v)]
+    dev_kwargs = {name: value.to("openreg") if isinstance(value, torch.Tensor)
+                  else value for name, value in kwargs.items()}
+    assert torch._fused_sdp_choice(*dev, **dev_kwargs) == \
+        SDPBackend.OVERRIDEABLE.value
+    expected = _sdpa_and_grads("cpu", (q, k, v), **kwargs)
+    result = _sdpa_and_grads("openreg", (q, k, v), **kwargs)
+    tolerance = ({"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16
+                 else {})
+    for got, want in zip(result, expected):
+        torch.testing.assert_close(got, want, **tolerance)
+
+
+def test_sdpa_with_dropout_or_a_mask_needing_grad_keeps_cpu_choice():
+    cpu = sdpa_inputs("cpu")
+    dev = sdpa_inputs("openreg")
+    for kwargs in ({"dropout_p": 0.5}, {}):
+        mask_cpu = torch.randn(9, 9, requires_grad=True)
+        mask_dev = mask_cpu.detach().to("openreg").requires_grad_()
+        if not kwargs:
+            kwargs_cpu, kwargs_dev = {"attn_mask": mask_cpu}, \
+                {"attn_mask": mask_dev}
+        else:
+            kwargs_cpu = kwargs_dev = kwargs
+        assert torch._fused_sdp_choice(*dev, **kwargs_dev) == \
+            torch._fused_sdp_choice(*cpu, **kwargs_cpu)
+    expected = F.scaled_dot_product_attention(*cpu, attn_mask=mask_cpu)
+    expected.sum().backward()
+    out = F.scaled_dot_product_attention(*dev, attn_mask=mask_dev)
+    out.sum().backward()
+    torch.testing.assert_close(out.cpu(), expected)
+    torch.testing.assert_close(mask_dev.grad.cpu(), mask_cpu.grad)
+
+
 def test_sdpa_math_backend_still_selectable():
     with sdpa_kernel(SDPBackend.MATH), OpRecorder() as recorder:
         out = F.scaled_dot_product_attention(*sdpa_inputs("openreg"))
-    assert FLASH_FOR_CPU not in recorder.ops
+    assert FLASH_FOR_CPU not in recorder.ops and OVERRIDEABLE not in \
+        recorder.ops
     with sdpa_kernel(SDPBackend.MATH):
         expected = F.scaled_dot_product_attention(*sdpa_inputs("cpu"))
     torch.testing.assert_close(out.detach().cpu(), expected.detach())

@@ -12,13 +12,18 @@
 // otherwise falls back to the unfused math decomposition (a dozen ops, with
 // the attention matrix materialized).
 //
-// The daemon runs CPU kernels, so openreg makes CPU's choice: where CPU
-// would use its fused flash-attention kernel, `scaled_dot_product_attention`
-// on openreg now calls `_scaled_dot_product_flash_attention_for_cpu` (and
-// its backward), which the fallback sends to the daemon as single ops.
+// The daemon runs CPU kernels, so openreg asks CPU's selection: where CPU
+// would use its fused flash-attention kernel, openreg answers OVERRIDEABLE,
+// the route PyTorch reserves for an accelerator's own fused attention
+// (kernels/fused_attention.cc, which runs CPU's flash kernel in the
+// daemon); otherwise CPU's answer. A mask that needs a gradient, and
+// dropout, keep CPU's answer too (the overrideable kernel computes no mask
+// gradient; with dropout, CPU's flash kernel itself is called, as before).
+#include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_fused_sdp_choice_cpu_dispatch.h>
+#include <torch/library.h>
 
 #include <optional>
 
@@ -36,12 +41,25 @@ int64_t OpenregFusedSdpChoice(const at::Tensor& query, const at::Tensor& key,
   // _fused_sdp_choice op, which wraps CPU's stub entry: calling the stub
   // itself from outside libtorch needs DispatchStub internals that are
   // compiled with per-ISA variants and not usable from here.)
-  return at::cpu::_fused_sdp_choice(query, key, value, attn_mask, dropout_p,
-                                    is_causal, scale, enable_gqa);
+  const int64_t cpu_choice = at::cpu::_fused_sdp_choice(
+      query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa);
+  const bool mask_needs_grad = attn_mask.has_value() && attn_mask->defined() &&
+                               attn_mask->requires_grad();
+  if (cpu_choice == static_cast<int64_t>(at::SDPBackend::flash_attention) &&
+      !mask_needs_grad && dropout_p == 0.0) {
+    return static_cast<int64_t>(at::SDPBackend::overrideable);
+  }
+  return cpu_choice;
 }
 
 }  // namespace
 
 REGISTER_PRIVATEUSE1_DISPATCH(_fused_sdp_choice_stub, &OpenregFusedSdpChoice)
+
+// The _fused_sdp_choice op (torch._fused_sdp_choice) gives the stub's
+// answer, as CPU's and CUDA's kernels of the op do.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_fused_sdp_choice", TORCH_FN(OpenregFusedSdpChoice));
+}
 
 }  // namespace at::native
