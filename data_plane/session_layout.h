@@ -25,7 +25,7 @@ namespace openreg {
 
 // Bumped whenever this layout, commands.proto or control.proto change in a
 // way that old peers cannot handle.
-inline constexpr uint32_t kProtocolVersion = 2;
+inline constexpr uint32_t kProtocolVersion = 3;
 inline constexpr uint64_t kSessionMagic = 0x4f50454e52454731ull;  // OPENREG1
 
 struct SessionLimits {

@@ -230,17 +230,8 @@ absl::StatusOr<at::Tensor> Launch::DeviceTensor(const proto::TensorRef& ref,
                        std::move(data_ptr),
                        growable ? c10::GetCPUAllocator() : nullptr,
                        /*resizable=*/growable);
-  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU),
-      c10::scalarTypeToTypeMeta(static_cast<at::ScalarType>(ref.dtype())));
-  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(
-      c10::IntArrayRef(ref.sizes().data(), ref.sizes_size()),
-      c10::IntArrayRef(ref.strides().data(), ref.strides_size()));
-  // Only the ops that handle these bits themselves reach the daemon with
-  // them set (the client's Conjugate/Negative fallbacks resolve the rest).
-  if (ref.conj()) tensor._set_conj(true);
-  if (ref.neg()) tensor._set_neg(true);
-  return tensor;
+  return op_codec::TensorOverStorage(std::move(storage), c10::DispatchKey::CPU,
+                                     ref);
 }
 absl::StatusOr<c10::Device> Launch::DecodeDevice(int32_t index) {
   if (!session_.devices().IsValid(index)) {
@@ -430,10 +421,18 @@ absl::Status Launch::RunOutVariant(const c10::OperatorHandle& out_variant,
 }
 absl::Status Launch::EncodeTensor(const at::Tensor& tensor,
                                   proto::Argument* out) {
+  // (WriteReply names the op in front of these errors.)
   if (tensor.layout() != c10::kStrided) {
-    return Fail(proto::KERNEL_FAILURE, "the op returned a non-strided tensor");
+    return MakeError(proto::KERNEL_FAILURE,
+                     "the op returned a non-strided tensor");
   }
   const int device = ResultDevice();
+  if (tensor.is_quantized() && tensor.qscheme() != at::kPerTensorAffine) {
+    return MakeError(proto::KERNEL_NOT_IMPLEMENTED_ERROR,
+                     absl::StrCat("openreg supports per-tensor affine "
+                                  "quantized tensors only, not ",
+                                  c10::toString(tensor.qscheme())));
+  }
   // Kernels may return lazily conjugated / negated views (linalg_lu_solve
   // with left=false): the client's tensor carries plain values.
   const at::Tensor contiguous =
@@ -450,6 +449,10 @@ absl::Status Launch::EncodeTensor(const at::Tensor& tensor,
   ref->set_address(*address);
   ref->set_dtype(static_cast<int32_t>(tensor.scalar_type()));
   ref->set_device(device);
+  if (tensor.is_quantized()) {
+    ref->mutable_quantization()->set_scale(tensor.q_scale());
+    ref->mutable_quantization()->set_zero_point(tensor.q_zero_point());
+  }
   // Row-major strides of the copy (size-1 and size-0 dims step by 1).
   int64_t stride = 1;
   std::vector<int64_t> strides(tensor.dim());

@@ -2,10 +2,13 @@
 
 #include <ATen/SparseTensorImpl.h>
 #include <ATen/core/List.h>
+#include <ATen/quantized/QTensorImpl.h>
+#include <ATen/quantized/Quantizer.h>
 #include <ATen/core/jit_type.h>
 #include <ATen/ops/_sparse_coo_tensor_unsafe.h>
 #include <ATen/ops/empty.h>
 
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -26,11 +29,24 @@ absl::Status Invalid(absl::string_view message) {
 }  // namespace
 
 absl::Status CheckTensorRef(const proto::TensorRef& ref) {
-  if (absl::Status dtype = CheckNotQuantized(ref.dtype()); !dtype.ok()) {
-    return dtype;
+  const auto dtype = static_cast<c10::ScalarType>(ref.dtype());
+  const bool quantized = c10::isQIntType(dtype);
+  if (quantized != ref.has_quantization()) {
+    return Invalid(quantized ? absl::StrCat("quantized dtype ",
+                                            c10::toString(dtype),
+                                            " without a quantizer")
+                             : "a quantizer on a dtype that is not quantized");
   }
-  if (ref.conj() &&
-      !c10::isComplexType(static_cast<c10::ScalarType>(ref.dtype()))) {
+  if (quantized && !(std::isfinite(ref.quantization().scale()) &&
+                     ref.quantization().scale() > 0)) {
+    return Invalid("a quantizer whose scale is not positive and finite");
+  }
+  if (quantized && dtype != c10::kQInt8 && dtype != c10::kQUInt8 &&
+      dtype != c10::kQInt32) {
+    return Invalid(absl::StrCat("quantized dtype ", c10::toString(dtype),
+                                " is not supported on openreg devices"));
+  }
+  if (ref.conj() && !c10::isComplexType(dtype)) {
     return Invalid("the conjugate bit is set on a real tensor");
   }
   return absl::OkStatus();
@@ -361,6 +377,48 @@ void EncodeTensorRef(const at::Tensor& tensor, proto::TensorRef* ref) {
   ref->set_device(tensor.device().index());
   if (tensor.is_conj()) ref->set_conj(true);
   if (tensor.is_neg()) ref->set_neg(true);
+  if (tensor.is_quantized()) {
+    // Not qscheme(): ATen asserts on the UnknownQuantizer of a quantized
+    // tensor made by empty() (the output of an op with no quantized kernel).
+    const auto* quantizer = dynamic_cast<const at::PerTensorAffineQuantizer*>(
+        at::get_qtensorimpl(tensor)->quantizer().get());
+    TORCH_CHECK_NOT_IMPLEMENTED(
+        quantizer != nullptr,
+        "openreg supports per-tensor affine quantized tensors only (this one "
+        "has another quantizer, or none: an op without a quantized kernel "
+        "made it)");
+    ref->mutable_quantization()->set_scale(quantizer->scale());
+    ref->mutable_quantization()->set_zero_point(quantizer->zero_point());
+  }
+}
+
+at::Tensor TensorOverStorage(c10::Storage storage, c10::DispatchKey backend,
+                             const proto::TensorRef& ref) {
+  const auto dtype = static_cast<at::ScalarType>(ref.dtype());
+  at::Tensor tensor;
+  if (ref.has_quantization()) {
+    const c10::DispatchKey quantized = backend == c10::DispatchKey::CPU
+                                           ? c10::DispatchKey::QuantizedCPU
+                                           : c10::DispatchKey::QuantizedPrivateUse1;
+    tensor = at::detail::make_tensor<at::QTensorImpl>(
+        std::move(storage), c10::DispatchKeySet(quantized),
+        c10::scalarTypeToTypeMeta(dtype),
+        at::make_per_tensor_affine_quantizer(ref.quantization().scale(),
+                                             ref.quantization().zero_point(),
+                                             dtype));
+  } else {
+    tensor = at::detail::make_tensor<c10::TensorImpl>(
+        std::move(storage), c10::DispatchKeySet(backend),
+        c10::scalarTypeToTypeMeta(dtype));
+  }
+  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(
+      c10::IntArrayRef(ref.sizes().data(), ref.sizes_size()),
+      c10::IntArrayRef(ref.strides().data(), ref.strides_size()));
+  // Only the ops that handle these bits themselves see them set (the
+  // client's Conjugate/Negative fallbacks resolve the rest).
+  if (ref.conj()) tensor._set_conj(true);
+  if (ref.neg()) tensor._set_neg(true);
+  return tensor;
 }
 
 absl::Status EncodeHostTensor(const at::Tensor& tensor,

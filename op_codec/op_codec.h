@@ -67,18 +67,29 @@ class DeviceTensorCodec {
                                           c10::IntArrayRef sizes);
 };
 
-// INVALID_VALUE for a quantized dtype: a tensor over plain memory has no
-// quantizer, and kernels would dereference it.
+// INVALID_VALUE for a quantized dtype: a host tensor travels as bytes,
+// without a quantizer.
 absl::Status CheckNotQuantized(int32_t dtype);
 // What a TensorRef must satisfy beyond its extent (data_plane/
-// tensor_extent.h): not quantized, and the conjugate bit only on complex
-// dtypes. DecodeValue checks every TensorRef it decodes; the daemon checks
-// a launch's outputs with it too.
+// tensor_extent.h): a quantized dtype exactly when it carries a per-tensor
+// affine quantizer (a positive, finite scale), and the conjugate bit only
+// on complex dtypes. DecodeValue checks every TensorRef it decodes; the
+// daemon checks a launch's outputs with it too.
 absl::Status CheckTensorRef(const proto::TensorRef& ref);
 
 // The metadata of a view: element-0 address, sizes, strides, dtype, device
-// index and the lazy conjugate/negative bits.
+// index, the lazy conjugate/negative bits and, for a quantized tensor, its
+// quantizer. Throws NotImplementedError for quantizers other than
+// per-tensor affine.
 void EncodeTensorRef(const at::Tensor& tensor, proto::TensorRef* ref);
+
+// The tensor a (checked) TensorRef describes, over `storage`, which holds
+// its memory: a plain tensor with dispatch key `backend` (CPU in the
+// daemon, PrivateUse1 in the client), or a quantized one (QuantizedCPU /
+// QuantizedPrivateUse1) with the ref's quantizer. Both sides build device
+// tensors with it.
+at::Tensor TensorOverStorage(c10::Storage storage, c10::DispatchKey backend,
+                             const proto::TensorRef& ref);
 
 // A CPU tensor by value (contiguous bytes); INVALID_VALUE beyond
 // kMaxInlineHostBytes.

@@ -211,11 +211,10 @@ c10::DeviceCapability DeviceGuardImpl::getDeviceCapability(
       device.has_index() && device.index() >= 0 && device.index() < count,
       "Invalid device index ", device,
       " for get_device_capability: openreg has ", count, " devices");
-  c10::DeviceCapability capability;  // every dtype
+  // Every dtype, and of the quantized ones those with per-tensor affine
+  // tensors on openreg (kernels/quantized_ops.cc).
+  c10::DeviceCapability capability;
   auto& dtypes = capability.capability_data.supported_scalar_types;
-  dtypes.has_QInt8 = false;
-  dtypes.has_QUInt8 = false;
-  dtypes.has_QInt32 = false;
   dtypes.has_QUInt4x2 = false;
   dtypes.has_QUInt2x4 = false;
   return capability;

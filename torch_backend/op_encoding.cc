@@ -87,11 +87,8 @@ at::Tensor WrapDaemonTensor(const proto::TensorRef& ref) {
       device);
   c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data),
                        &allocator, /*resizable=*/true);
-  at::Tensor tensor = at::detail::make_tensor<c10::TensorImpl>(
-      std::move(storage), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
-      c10::scalarTypeToTypeMeta(dtype));
-  tensor.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
-  return tensor;
+  return op_codec::TensorOverStorage(std::move(storage),
+                                     c10::DispatchKey::PrivateUse1, ref);
 }
 
 namespace {

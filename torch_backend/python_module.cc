@@ -16,6 +16,7 @@
 #include "torch_backend/ignored_error.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/fast_path_ops.h"
+#include "torch_backend/kernels/quantized_ops.h"
 #include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
 #include "torch_backend/runtime_error.h"
@@ -115,6 +116,7 @@ PYBIND11_MODULE(_C, m) {
   // After every static registration of this library (see the header).
   RouteStructuredOpsToDaemon();
   RouteSparseOpsToDaemon();
+  RouteQuantizedOpsToDaemon();
   m.def("_set_daemon_binary", &SetDaemonBinary, py::arg("path"));
   m.def("_is_connected", &IsConnected);
   m.def("_init", [] { OPENREG_CHECK(Init()); });

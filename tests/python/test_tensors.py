@@ -284,8 +284,11 @@ def test_accelerator_device_capability_lists_the_supported_dtypes():
                   torch.complex64, torch.complex32, torch.int64, torch.uint8,
                   torch.bool):
         assert dtype in dtypes, dtype
-    # Quantized tensors are refused by the daemon: not listed.
-    assert torch.qint8 not in dtypes and torch.quint8 not in dtypes
+    # Per-tensor affine quantized tensors (test_quantized.py); not the
+    # sub-byte ones.
+    for dtype in (torch.qint8, torch.quint8, torch.qint32):
+        assert dtype in dtypes, dtype
+    assert torch.quint4x2 not in dtypes and torch.quint2x4 not in dtypes
     with pytest.raises(RuntimeError, match="Invalid device index"):
         torch.accelerator.get_device_capability("openreg:5")
 

@@ -354,6 +354,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", LocalScalarDense);
 }
 
+// Quantized tensors copy their integer representation the same way (copy_
+// sets the destination's quantizer first).
+TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
+  m.impl("_copy_from", CopyFrom);
+}
+
 // The Conjugate and Negative fallbacks materialize lazily conjugated or
 // negated inputs with clone(), whose copy_ calls _copy_from again: without
 // these fallthroughs, copying such a tensor to or from openreg recurses

@@ -43,7 +43,13 @@ std::optional<at::MemoryFormat> CpuConvolutionFormat(
 }  // namespace
 
 bool MetaShapesDifferFromCpu(const c10::OperatorName& name) {
-  return name.name == "aten::_embedding_bag" && name.overload_name.empty();
+  if (name.name == "aten::_embedding_bag") return name.overload_name.empty();
+  // Quantizing ops: the Meta kernel answers a float tensor.
+  return name.name == "aten::quantize_per_tensor" ||
+         name.name == "aten::quantize_per_tensor_dynamic" ||
+         name.name == "aten::quantize_per_channel" ||
+         name.name == "aten::_make_per_tensor_quantized_tensor" ||
+         name.name == "aten::_make_per_channel_quantized_tensor";
 }
 
 void MatchCpuOutputLayout(const c10::OperatorHandle& op,

@@ -19,7 +19,8 @@ namespace openreg::torch_backend {
 // and whose callers read that output: they run synchronously, with the
 // shapes CPU gives. _embedding_bag (mode sum): CPU's fast path returns an
 // empty offset2bag, which its backward then recomputes; the Meta kernel's
-// full-size one would be zeros and give wrong gradients.
+// full-size one would be zeros and give wrong gradients. The quantizing
+// ops (quantize_per_tensor, ...): the Meta kernel answers float32.
 bool MetaShapesDifferFromCpu(const c10::OperatorName& name);
 
 // Restrides `meta_outputs` (the Meta kernel's results for `op(arguments)`)

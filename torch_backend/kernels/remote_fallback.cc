@@ -478,7 +478,7 @@ std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
 
 }  // namespace
 
-void RemoteSparseFallback(const c10::OperatorHandle& op,
+void RemoteSynchronousFallback(const c10::OperatorHandle& op,
                           torch::jit::Stack* stack) {
   CheckNotBlocked(op);
   const size_t num_arguments = op.schema().arguments().size();
@@ -535,7 +535,7 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 
 TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) {
   m.fallback(
-      torch::CppFunction::makeFromBoxedFunction<&RemoteSparseFallback>());
+      torch::CppFunction::makeFromBoxedFunction<&RemoteSynchronousFallback>());
 }
 
 // Composite ops whose shared implementation hands unknown backends to

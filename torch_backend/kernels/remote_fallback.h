@@ -13,9 +13,11 @@ namespace openreg::torch_backend {
 // `stack` and pushes its results, like any boxed kernel.
 void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
-// The fallback of ops with a sparse COO argument (kernels/sparse_ops.h):
-// always a synchronous launch, as a sparse result's size depends on values.
-void RemoteSparseFallback(const c10::OperatorHandle& op,
+// The fallback of ops with a sparse COO or quantized argument
+// (kernels/sparse_ops.h, kernels/quantized_ops.cc): always a synchronous
+// launch (a sparse result's size depends on values; a quantized result's
+// quantizer is the kernel's), whose results the daemon allocates.
+void RemoteSynchronousFallback(const c10::OperatorHandle& op,
                           torch::jit::Stack* stack);
 
 }  // namespace openreg::torch_backend

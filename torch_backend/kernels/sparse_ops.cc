@@ -73,7 +73,7 @@ int RouteSparseOpsToDaemon() {
       }
       library->impl(
           qualified.c_str(),
-          torch::CppFunction::makeFromBoxedFunction<&RemoteSparseFallback>());
+          torch::CppFunction::makeFromBoxedFunction<&RemoteSynchronousFallback>());
       ++count;
     }
     return count;

@@ -5,7 +5,7 @@
 // the coalesced flag, resize, clone, zero_) are ATen's own device-generic
 // kernels, registered here as ATen registers them for SparseCPU and
 // SparseCUDA: they touch no element. Every other op with a sparse argument
-// goes to the daemon whole (RemoteSparseFallback, remote_fallback.cc),
+// goes to the daemon whole (RemoteSynchronousFallback, remote_fallback.cc),
 // synchronously: the number of non-zeros of a sparse result depends on
 // values. There CPU's sparse kernel runs on the same indices and values,
 // and a sparse result comes back as new device indices and values. Sparse
@@ -20,7 +20,7 @@
 
 namespace openreg::torch_backend {
 
-// Registers RemoteSparseFallback for SparsePrivateUse1 on every aten op
+// Registers RemoteSynchronousFallback for SparsePrivateUse1 on every aten op
 // that has a SparseCPU kernel of its own and no openreg one. Needed because
 // a CompositeExplicitAutograd kernel outranks a backend fallback, and some
 // (sum, which would become sum.dim_IntList over no dims: the identity for
