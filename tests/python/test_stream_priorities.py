@@ -112,12 +112,18 @@ def test_high_priority_kernel_overtakes_a_waiting_low_priority_kernel():
                       and _before(high_arrival, blocker_end))
         return conclusive, value == high_first
 
+    # The first launch of each op signature is checked (the client waits
+    # for it): run both once, so that in the attempts both are queued.
+    x[0, :4].add_(1)
+    x[0, :4].mul_(2)
+    torch.mm(b, b, out=x)
+    torch.openreg.synchronize()
     # Without priorities the earlier low-priority kernel would run first
     # (in most attempts: the two workers race to the gate).
     # A loaded host can delay the blocker's worker past the others' arrival;
     # such attempts are inconclusive and repeated.
     results = []
-    for _ in range(20):
+    for _ in range(40):
         conclusive, ran_first = attempt()
         if conclusive:
             results.append(ran_first)

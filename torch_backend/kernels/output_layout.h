@@ -3,8 +3,9 @@
 // Meta tensors have no backend, so where CPU's kernel chooses its output's
 // memory format by the backend it picks, torch 2.13's Meta kernel answers
 // contiguous: convolution on channels_last inputs (mkldnn and the slow
-// path give channels_last). Decided from metadata only. The client's output metadata is the single
-// source of truth for what a user sees, so it must be CPU's.
+// path give channels_last). Decided from metadata only. The client's output
+// metadata is the single source of truth for what a user sees, so it must be
+// CPU's.
 #ifndef OPENREG_TORCH_BACKEND_KERNELS_OUTPUT_LAYOUT_H_
 #define OPENREG_TORCH_BACKEND_KERNELS_OUTPUT_LAYOUT_H_
 

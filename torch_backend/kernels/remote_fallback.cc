@@ -476,26 +476,10 @@ std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
   return results;
 }
 
-}  // namespace
-
-void RemoteSynchronousFallback(const c10::OperatorHandle& op,
-                          torch::jit::Stack* stack) {
-  CheckNotBlocked(op);
-  const size_t num_arguments = op.schema().arguments().size();
-  const c10::ArrayRef<c10::IValue> arguments =
-      torch::jit::last(*stack, num_arguments);
-  const OpPlan& plan = PlanFor(op);
-  const c10::DeviceIndex device = CommonDevice(op, plan, arguments);
-  const c10::DeviceGuard guard(c10::Device(kType, device));
-  std::vector<c10::IValue> results =
-      RunSynchronous(op, plan, arguments, device);
-  torch::jit::drop(*stack, num_arguments);
-  for (c10::IValue& result : results) {
-    torch::jit::push(*stack, std::move(result));
-  }
-}
-
-void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// The steps of both fallbacks; `meta_allowed` is false for ops with sparse
+// or quantized arguments, which always run synchronously.
+void Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+              bool meta_allowed) {
   CheckNotBlocked(op);
   // Step 2: the op's plan (cached per op), its device, and its results'
   // metadata from the Meta kernel (cached by argument metadata).
@@ -506,7 +490,9 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceIndex device = CommonDevice(op, plan, arguments);
   const c10::DeviceGuard guard(c10::Device(kType, device));
   MetaAnswer meta;
-  if (plan.meta_usable) meta = RunMeta(op, arguments, plan.returns_view);
+  if (meta_allowed && plan.meta_usable) {
+    meta = RunMeta(op, arguments, plan.returns_view);
+  }
   // Step 3: run it (checked, the first time these arguments' metadata is
   // seen), and raise the kernel's warnings.
   std::vector<c10::IValue> results;
@@ -527,6 +513,17 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (c10::IValue& result : results) {
     torch::jit::push(*stack, std::move(result));
   }
+}
+
+}  // namespace
+
+void RemoteSynchronousFallback(const c10::OperatorHandle& op,
+                               torch::jit::Stack* stack) {
+  Fallback(op, stack, /*meta_allowed=*/false);
+}
+
+void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  Fallback(op, stack, /*meta_allowed=*/true);
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -18,7 +18,7 @@ void RemoteFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // launch (a sparse result's size depends on values; a quantized result's
 // quantizer is the kernel's), whose results the daemon allocates.
 void RemoteSynchronousFallback(const c10::OperatorHandle& op,
-                          torch::jit::Stack* stack);
+                               torch::jit::Stack* stack);
 
 }  // namespace openreg::torch_backend
 

@@ -22,9 +22,7 @@
 #include <ATen/ops/zero_native.h>
 #include <torch/library.h>
 
-#include <optional>
-#include <string>
-
+#include "torch_backend/kernels/op_routing.h"
 #include "torch_backend/kernels/remote_fallback.h"
 
 namespace openreg::torch_backend {
@@ -52,32 +50,15 @@ void RefuseSparseCompressed(const c10::OperatorHandle& op,
 }  // namespace
 
 int RouteSparseOpsToDaemon() {
-  // Leaked: the registrations must outlive every op call, up to exit.
-  static auto* library = new torch::Library(torch::Library::IMPL, "aten",
-                                            c10::DispatchKey::SparsePrivateUse1,
-                                            __FILE__, __LINE__);
-  static int routed = [] {
-    int count = 0;
-    c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
-    for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-      if (name.name.rfind("aten::", 0) != 0) continue;
-      std::optional<c10::OperatorHandle> op = dispatcher.findSchema(name);
-      if (!op.has_value() ||
-          !op->hasKernelForDispatchKey(c10::DispatchKey::SparseCPU) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::SparsePrivateUse1)) {
-        continue;
-      }
-      std::string qualified = name.name.substr(6);  // without "aten::"
-      if (!name.overload_name.empty()) {
-        qualified += "." + name.overload_name;
-      }
-      library->impl(
-          qualified.c_str(),
-          torch::CppFunction::makeFromBoxedFunction<&RemoteSynchronousFallback>());
-      ++count;
-    }
-    return count;
-  }();
+  static const int routed = RouteAtenOps(
+      c10::DispatchKey::SparsePrivateUse1,
+      [](const c10::OperatorHandle& op) {
+        return op.hasKernelForDispatchKey(c10::DispatchKey::SparseCPU);
+      },
+      [] {
+        return torch::CppFunction::makeFromBoxedFunction<
+            &RemoteSynchronousFallback>();
+      });
   return routed;
 }
 

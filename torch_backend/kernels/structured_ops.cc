@@ -3,8 +3,7 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
-#include <string>
-
+#include "torch_backend/kernels/op_routing.h"
 #include "torch_backend/kernels/remote_fallback.h"
 
 namespace openreg::torch_backend {
@@ -20,35 +19,17 @@ bool KeepsHostShapeLogic(const c10::OperatorName& name) {
 }  // namespace
 
 int RouteStructuredOpsToDaemon() {
-  // Leaked: the registrations must outlive every op call, up to exit.
-  static auto* library =
-      new torch::Library(torch::Library::IMPL, "aten",
-                         c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-  static int routed = [] {
-    int count = 0;
-    c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
-    for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-      if (name.name.rfind("aten::", 0) != 0) continue;
-      std::optional<c10::OperatorHandle> op = dispatcher.findSchema(name);
-      if (!op.has_value() ||
-          !op->hasKernelForDispatchKey(
-              c10::DispatchKey::CompositeExplicitAutogradNonFunctional) ||
-          !op->hasKernelForDispatchKey(c10::DispatchKey::Meta) ||
-          op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
-          KeepsHostShapeLogic(name)) {
-        continue;
-      }
-      std::string qualified = name.name.substr(6);  // without "aten::"
-      if (!name.overload_name.empty()) {
-        qualified += "." + name.overload_name;
-      }
-      library->impl(
-          qualified.c_str(),
-          torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>());
-      ++count;
-    }
-    return count;
-  }();
+  static const int routed = RouteAtenOps(
+      c10::DispatchKey::PrivateUse1,
+      [](const c10::OperatorHandle& op) {
+        return op.hasKernelForDispatchKey(
+                   c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+               op.hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
+               !KeepsHostShapeLogic(op.operator_name());
+      },
+      [] {
+        return torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>();
+      });
   return routed;
 }
 
