@@ -20,6 +20,7 @@
 
 #include "data_plane/command_ring.h"
 #include "data_plane/waitable_counter.h"
+#include "data_plane/warning_mailbox.h"
 
 namespace openreg {
 
@@ -62,6 +63,8 @@ struct alignas(64) StreamSlot {
   // stream's reply area, valid once `completed` reaches reply_sequence.
   uint64_t reply_sequence;
   uint64_t reply_size;
+  // Warnings of the stream's asynchronous kernels (warning_mailbox.h).
+  WarningMailbox warnings;
 };
 
 struct alignas(64) EventSlot {

@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "data_plane/tensor_extent.h"
+#include "data_plane/warning_mailbox.h"
 #include "device_daemon/errors.h"
 #include "device_daemon/op_table.h"
 #include "device_daemon/session.h"
@@ -142,6 +143,8 @@ class Launch : public op_codec::DeviceTensorCodec {
                                torch::jit::Stack* stack);
   absl::Status RunSynchronous(const c10::OperatorHandle& handle,
                               torch::jit::Stack* stack, uint64_t sequence);
+  // Leaves the warnings of an asynchronous kernel in the stream's mailbox.
+  void PostWarnings(const std::vector<c10::Warning>& warnings);
   // An asynchronous launch the client waits for: the reply carries the
   // kernel's warnings only.
   absl::Status RunChecked(const ResolvedOp& resolved, torch::jit::Stack* stack,
@@ -608,6 +611,14 @@ absl::Status Launch::RunAsynchronous(const ResolvedOp& resolved,
   return CopyToOutputs(*stack);
 }
 
+void Launch::PostWarnings(const std::vector<c10::Warning>& warnings) {
+  for (const c10::Warning& warning : warnings) {
+    proto::KernelWarning record;
+    EncodeWarning(warning, &record);
+    PostToMailbox(context_.slot->warnings, record.SerializeAsString());
+  }
+}
+
 absl::Status Launch::RunChecked(const ResolvedOp& resolved,
                                 torch::jit::Stack* stack, uint64_t sequence) {
   WarningCollector collector;
@@ -642,7 +653,19 @@ absl::Status Launch::Run(uint64_t sequence) {
       BuildStack((*resolved)->handle.schema());
   if (!stack.ok()) return stack.status();
   if (absl::Status outputs = ValidateOutputs(); !outputs.ok()) return outputs;
-  if (!op_.synchronous()) return RunAsynchronous(**resolved, &*stack);
+  if (!op_.synchronous()) {
+    // Warnings of an asynchronous kernel (value-dependent ones: the checked
+    // first launch of the signature replied with the others) wait in the
+    // stream's mailbox for the client's next synchronization.
+    WarningCollector collector;
+    absl::Status ran;
+    {
+      const c10::WarningUtils::WarningHandlerGuard guard(&collector);
+      ran = RunAsynchronous(**resolved, &*stack);
+    }
+    PostWarnings(collector.warnings());
+    return ran;
+  }
   if (op_.outputs_size() == 0) {
     return RunSynchronous((*resolved)->handle, &*stack, sequence);
   }

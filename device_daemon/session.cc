@@ -28,6 +28,9 @@ void ResetStreamSlot(StreamSlot* slot) {
   std::memset(slot->error_message, 0, sizeof(slot->error_message));
   slot->reply_sequence = 0;
   slot->reply_size = 0;
+  slot->warnings.state.store(WarningMailbox::kEmpty, std::memory_order_relaxed);
+  slot->warnings.dropped.store(0, std::memory_order_relaxed);
+  slot->warnings.bytes = 0;
 }
 
 }  // namespace

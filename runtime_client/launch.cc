@@ -3,7 +3,10 @@
 // with no RPC and no allocation beyond what the caller's proto holds.
 #include "openreg/launch.h"
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
+#include "data_plane/warning_mailbox.h"
 #include "runtime_client/client.h"
 #include "runtime_client/command_encoding.h"
 #include "runtime_client/thread_state.h"
@@ -112,6 +115,30 @@ Error LaunchOpSync(const proto::LaunchOp& op, proto::OpReply* reply,
     reply->Clear();
     return ReadReply(session, context, *sequence, reply);
   }));
+}
+
+void TakeKernelWarnings(std::vector<proto::KernelWarning>* warnings,
+                        uint64_t* dropped) {
+  *dropped = 0;
+  const std::shared_ptr<Session> session = Client::Get().CurrentSession();
+  if (session == nullptr) return;
+  for (uint32_t slot = 0; slot < session->limits().max_streams; ++slot) {
+    WarningMailbox& mailbox = session->StreamAt(slot).shared->warnings;
+    // One load per idle stream: most mailboxes are empty.
+    if (mailbox.state.load(std::memory_order_relaxed) !=
+            WarningMailbox::kReady &&
+        mailbox.dropped.load(std::memory_order_relaxed) == 0) {
+      continue;
+    }
+    uint32_t lost = 0;
+    for (const std::string& record : TakeFromMailbox(mailbox, &lost)) {
+      if (!warnings->emplace_back().ParseFromString(record)) {
+        warnings->pop_back();
+        ++lost;
+      }
+    }
+    *dropped += lost;
+  }
 }
 
 uint64_t LastSubmitted(StreamId stream) {

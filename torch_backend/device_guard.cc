@@ -11,6 +11,7 @@
 #include "openreg/runtime.h"
 #include "torch_backend/device_allocator.h"
 #include "torch_backend/ignored_error.h"
+#include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -266,6 +267,7 @@ bool DeviceGuardImpl::queryEvent(void* event) const {
 void DeviceGuardImpl::synchronizeEvent(void* event) const {
   if (event == nullptr) return;
   OPENREG_CHECK(EventSynchronize(EventFromHandle(event)));
+  RaisePendingKernelWarnings();
 }
 
 double DeviceGuardImpl::elapsedTime(
@@ -290,12 +292,14 @@ bool DeviceGuardImpl::queryStream(const c10::Stream& stream) const {
 
 void DeviceGuardImpl::synchronizeStream(const c10::Stream& stream) const {
   OPENREG_CHECK(StreamSynchronize(static_cast<StreamId>(stream.id())));
+  RaisePendingKernelWarnings();
 }
 
 void DeviceGuardImpl::synchronizeDevice(
     const c10::DeviceIndex device_index) const {
   c10::DeviceGuard guard(c10::Device(kType, ResolveDevice(device_index)));
   OPENREG_CHECK(DeviceSynchronize());
+  RaisePendingKernelWarnings();
 }
 
 void DeviceGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr,

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "data_plane/tensor_extent.h"
 #include "op_codec/op_codec.h"
+#include "openreg/launch.h"
 #include "torch_backend/device_allocator.h"
 
 namespace openreg::torch_backend {
@@ -106,9 +107,12 @@ const char* Interned(const std::string& text) {
 
 }  // namespace
 
-std::vector<c10::Warning> KernelWarnings(const proto::OpReply& reply) {
+namespace {
+
+template <typename Warnings>
+std::vector<c10::Warning> ToC10Warnings(const Warnings& kernel_warnings) {
   std::vector<c10::Warning> warnings;
-  for (const proto::KernelWarning& warning : reply.warnings()) {
+  for (const proto::KernelWarning& warning : kernel_warnings) {
     const c10::SourceLocation where{Interned(warning.function()),
                                     Interned(warning.file()), warning.line()};
     c10::Warning::warning_variant_t type = c10::UserWarning();
@@ -116,6 +120,23 @@ std::vector<c10::Warning> KernelWarnings(const proto::OpReply& reply) {
     warnings.emplace_back(type, where, warning.message(), /*verbatim=*/false);
   }
   return warnings;
+}
+
+}  // namespace
+
+std::vector<c10::Warning> KernelWarnings(const proto::OpReply& reply) {
+  return ToC10Warnings(reply.warnings());
+}
+
+void RaisePendingKernelWarnings() {
+  std::vector<proto::KernelWarning> pending;
+  uint64_t dropped = 0;
+  TakeKernelWarnings(&pending, &dropped);
+  if (!pending.empty()) RaiseWarnings(ToC10Warnings(pending));
+  if (dropped != 0) {
+    TORCH_WARN("openreg: ", dropped, " warnings of asynchronous kernels "
+               "were dropped (a stream's warning mailbox was full)");
+  }
 }
 
 void RaiseWarnings(const std::vector<c10::Warning>& warnings) {

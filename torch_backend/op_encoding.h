@@ -32,6 +32,11 @@ c10::IValue DecodeResult(const proto::Argument& result);
 // launch, as c10 warnings of the same category and source location.
 std::vector<c10::Warning> KernelWarnings(const proto::OpReply& reply);
 
+// Raises the warnings asynchronous kernels left in the session's
+// mailboxes (openreg::TakeKernelWarnings); called after every
+// synchronizing call, where a CUDA program would see them too.
+void RaisePendingKernelWarnings();
+
 // Raises them in this process (Python sees UserWarning / DeprecationWarning,
 // through its warning filters).
 void RaiseWarnings(const std::vector<c10::Warning>& warnings);

@@ -3,6 +3,7 @@
 // never connects to the daemon.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 
 #include <string>
@@ -19,6 +20,7 @@
 #include "torch_backend/kernels/quantized_ops.h"
 #include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
+#include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -131,12 +133,17 @@ PYBIND11_MODULE(_C, m) {
   m.def("_current_device", &CurrentDevice);
   m.def("_set_device", [](int device) { OPENREG_CHECK(SetDevice(device)); });
   m.def("_synchronize", [](int device) {
+    // torch's warning handler: kernel warnings raised here become Python
+    // warnings (through the warnings filters) when the call returns.
+    HANDLE_TH_ERRORS
     int previous = 0;
     OPENREG_CHECK(GetDevice(&previous));
     OPENREG_CHECK(SetDevice(device));
     const Error error = DeviceSynchronize();
     SetDevice(previous);
     OPENREG_CHECK(error);
+    RaisePendingKernelWarnings();
+    END_HANDLE_TH_ERRORS_PYBIND
   });
   m.def("_get_device_properties", &DeviceProperties, py::arg("device"));
   m.def("_mem_get_info", &MemoryInfo, py::arg("device"));

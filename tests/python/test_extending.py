@@ -5,6 +5,7 @@ block list, and a DispatchStub registration (_fused_sdp_choice_stub)."""
 
 import os
 import sys
+import warnings
 
 import pytest
 import torch
@@ -52,6 +53,33 @@ def test_custom_op_runs_in_the_daemon_and_matches_cpu():
     assert y.device.type == "openreg" and y.shape == x.shape
     torch.testing.assert_close(y.cpu(), torch.ops.openreg_ext.scaled_gelu(x, 1.5))
     torch.testing.assert_close(y.cpu(), 1.5 * F.gelu(x))
+
+
+def test_a_value_dependent_kernel_warning_reaches_the_next_synchronization():
+    # The first launch of a signature is checked (its warnings come with its
+    # reply); later launches are asynchronous: a warning their kernel raises
+    # waits in the stream's mailbox and is raised at the next synchronizing
+    # call, as a CUDA program sees asynchronous errors.
+    clean = torch.ones(6, device="openreg")
+    torch.ops.openreg_ext.scaled_gelu(clean, 2.0)
+    torch.openreg.synchronize()
+    poisoned = torch.ones(6, device="openreg")
+    poisoned[2] = float("nan")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        y = torch.ops.openreg_ext.scaled_gelu(poisoned, 2.0)  # a cache hit
+        at_the_call = [str(w.message) for w in caught]
+        torch.openreg.synchronize()
+    messages = [str(w.message) for w in caught]
+    assert not any("holds NaN" in m for m in at_the_call), at_the_call
+    assert sum("scaled_gelu: the input holds NaN" in m
+               for m in messages) == 1, messages
+    assert y.cpu().isnan().sum().item() == 1
+    # Taken once: the next synchronization raises nothing again.
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        torch.openreg.synchronize()
+    assert not again
 
 
 def test_custom_op_gradient_matches_cpu():

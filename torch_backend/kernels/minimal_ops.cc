@@ -20,6 +20,7 @@
 #include "torch_backend/hooks.h"
 #include "torch_backend/host_allocator.h"
 #include "torch_backend/kernels/remote_launch.h"
+#include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -239,6 +240,7 @@ void CopyPinned(void* dst, const void* src, size_t nbytes, MemcpyKind kind,
     RecordPinnedUse(pinned, stream);
   } else {
     OPENREG_CHECK(StreamSynchronize(stream_id));
+    RaisePendingKernelWarnings();
   }
 }
 

@@ -94,7 +94,10 @@ void LaunchAsync(const c10::OperatorHandle& op,
   // OPENREG_LAUNCH_BLOCKING=1, like CUDA_LAUNCH_BLOCKING=1: every launch
   // waits for its kernel, so an error the kernel finds is raised here, at
   // the call that caused it.
-  if (C10_UNLIKELY(LaunchBlocking())) OPENREG_CHECK(StreamSynchronize(stream));
+  if (C10_UNLIKELY(LaunchBlocking())) {
+    OPENREG_CHECK(StreamSynchronize(stream));
+    RaisePendingKernelWarnings();
+  }
 }
 
 std::vector<c10::Warning> LaunchChecked(const c10::OperatorHandle& op,
@@ -135,8 +138,10 @@ void CopyDeviceToHost(void* host_dst, const void* device_src, size_t nbytes,
   const StreamId stream = CurrentStreamId(device);
   OPENREG_CHECK(MemcpyAsync(host_dst, device_src, nbytes,
                             MemcpyKind::kDeviceToHost, stream));
-  // Surfaces kernel errors recorded on the stream before this copy.
+  // Surfaces kernel errors (and warnings) recorded on the stream before
+  // this copy.
   OPENREG_CHECK(StreamSynchronize(stream));
+  RaisePendingKernelWarnings();
 }
 
 }  // namespace openreg::torch_backend

@@ -4,6 +4,9 @@
 #ifndef OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_LAUNCH_H_
 #define OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_LAUNCH_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "openreg/runtime.h"
 #include "protos/commands.pb.h"
 #include "protos/control.pb.h"
@@ -20,6 +23,13 @@ Error LaunchOp(const proto::LaunchOp& op, StreamId stream = kDefaultStream);
 // Free) in `reply`. Kernel failures are returned directly.
 Error LaunchOpSync(const proto::LaunchOp& op, proto::OpReply* reply,
                    StreamId stream = kDefaultStream);
+
+// The warnings this session's asynchronous kernels raised since the last
+// call (the streams' mailboxes, data_plane/warning_mailbox.h), for the
+// caller to raise after a synchronizing call. `dropped` counts those that
+// did not fit. Never fails; no session means no warnings.
+void TakeKernelWarnings(std::vector<proto::KernelWarning>* warnings,
+                        uint64_t* dropped);
 
 // The sequence number of the last command submitted to `stream`.
 uint64_t LastSubmitted(StreamId stream);
