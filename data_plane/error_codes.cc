@@ -45,6 +45,8 @@ constexpr ErrorCodeInfo kErrorTable[] = {
      "kernel not implemented", PE::kNotImplementedError},
     {proto::KERNEL_LINALG_ERROR, SC::kAborted, "kernel linear algebra error",
      PE::kLinAlgError},
+    {proto::SYNC_TIMEOUT, SC::kDeadlineExceeded, "synchronization timed out",
+     PE::kRuntimeError},
 };
 constexpr int kTableSize = sizeof(kErrorTable) / sizeof(kErrorTable[0]);
 

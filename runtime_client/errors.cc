@@ -30,7 +30,8 @@ static_assert(Same(Error::kKernelTypeError, proto::KERNEL_TYPE_ERROR));
 static_assert(Same(Error::kKernelNotImplementedError,
                    proto::KERNEL_NOT_IMPLEMENTED_ERROR));
 static_assert(Same(Error::kKernelLinAlgError, proto::KERNEL_LINALG_ERROR));
-static_assert(static_cast<int>(Error::kKernelLinAlgError) + 1 ==
+static_assert(Same(Error::kSyncTimeout, proto::SYNC_TIMEOUT));
+static_assert(static_cast<int>(Error::kSyncTimeout) + 1 ==
                   proto::ErrorCode_ARRAYSIZE,
               "runtime.h's Error must list every proto::ErrorCode");
 

@@ -1,11 +1,13 @@
 #include "runtime_client/session.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "data_plane/error_codes.h"
 #include "runtime_client/command_encoding.h"
+#include "runtime_client/sync_timeout.h"
 #include "runtime_client/thread_state.h"
 
 namespace openreg::client {
@@ -213,13 +215,34 @@ absl::Status Session::WaitForWaiters(StreamContext& stream) {
 absl::Status Session::WaitForCompletion(StreamContext& stream,
                                         uint64_t sequence) {
   WaitableCounter& completed = stream.shared->completed;
+  const absl::Duration timeout = SyncTimeout();
+  const absl::Time deadline = absl::Now() + timeout;  // infinite: no limit
   while (completed.Load() < sequence) {
     if (IsFaulted(stream)) return TakeStreamError(stream);
-    if (completed.WaitForAtLeast(sequence, kWaitSlice)) break;
+    const absl::Duration left = deadline - absl::Now();
+    if (completed.WaitForAtLeast(sequence, std::min(kWaitSlice, left))) break;
+    if (absl::Now() >= deadline) {
+      return SyncTimeoutError(stream, sequence, timeout);
+    }
     absl::Status probe = liveness_.Probe();
     if (!probe.ok()) return probe;
   }
   return absl::OkStatus();
+}
+
+absl::Status Session::SyncTimeoutError(const StreamContext& stream,
+                                       uint64_t sequence,
+                                       absl::Duration timeout) const {
+  return MakeError(
+      Error::kSyncTimeout,
+      absl::StrCat(
+          "openreg: synchronization timed out after ",
+          absl::FormatDuration(timeout), ": stream ", stream.slot,
+          " on openreg:", stream.device.load(std::memory_order_relaxed),
+          " has completed command ", stream.shared->completed.Load(),
+          " and was waited on for command ", sequence,
+          " (the device hangs, or its work takes longer than the sync "
+          "timeout: OPENREG_SYNC_TIMEOUT, torch.openreg.set_sync_timeout)"));
 }
 
 absl::Status Session::TakeStreamError(StreamContext& stream) {

@@ -105,6 +105,7 @@ class Session {
 
   // Waits until `stream` completed `sequence`. Fails with kDeviceLost when
   // the daemon dies, or with the stream's error when it is faulted.
+  // Gives up with kSyncTimeout after SyncTimeout() (sync_timeout.h).
   absl::Status WaitForCompletion(StreamContext& stream, uint64_t sequence);
   // Reports (and clears) the first unreported error of `stream`: the
   // recorded code (kKernelFailure when unknown) with "openreg: <op> failed
@@ -153,6 +154,8 @@ class Session {
   absl::Status Detach();
 
  private:
+  absl::Status SyncTimeoutError(const StreamContext& stream, uint64_t sequence,
+                                absl::Duration timeout) const;
   absl::Status TransportError(absl::string_view rpc_name,
                               const grpc::Status& status);
   absl::Status FaultedError(const StreamContext& stream) const;

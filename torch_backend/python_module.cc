@@ -145,6 +145,9 @@ PYBIND11_MODULE(_C, m) {
     RaisePendingKernelWarnings();
     END_HANDLE_TH_ERRORS_PYBIND
   });
+  m.def("_set_sync_timeout",
+        [](double seconds) { OPENREG_CHECK(SetSyncTimeout(seconds)); });
+  m.def("_get_sync_timeout", &GetSyncTimeout);
   m.def("_get_device_properties", &DeviceProperties, py::arg("device"));
   m.def("_mem_get_info", &MemoryInfo, py::arg("device"));
   m.def(

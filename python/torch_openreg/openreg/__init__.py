@@ -14,11 +14,13 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_sync_timeout",
     "init",
     "is_available",
     "is_bf16_supported",
     "is_initialized",
     "set_device",
+    "set_sync_timeout",
     "synchronize",
 ]
 
@@ -66,6 +68,21 @@ def set_device(device):
 def synchronize(device=None):
     """Waits for all work submitted to `device` (default: current)."""
     _C._synchronize(_index(device))
+
+
+def set_sync_timeout(seconds):
+    """A watchdog for hung devices: synchronizing calls (synchronize,
+    stream and event synchronization, copies to the host, ``.item()``)
+    that wait longer than `seconds` raise RuntimeError naming the stream
+    and the last command it completed, instead of waiting forever. 0 (the
+    default, or $OPENREG_SYNC_TIMEOUT) waits as long as the daemon lives.
+    Process-wide."""
+    _C._set_sync_timeout(float(seconds))
+
+
+def get_sync_timeout():
+    """The sync timeout in seconds; 0 when there is none."""
+    return _C._get_sync_timeout()
 
 
 class device:

@@ -40,6 +40,7 @@ enum class Error : int {
   kKernelTypeError = 15,
   kKernelNotImplementedError = 16,
   kKernelLinAlgError = 17,
+  kSyncTimeout = 18,  // a synchronizing call outlived SetSyncTimeout's limit
 };
 
 // "invalid value", "out of memory", ...
@@ -85,6 +86,16 @@ Error GetDeviceProperties(DeviceProperties* properties, int device);
 Error MemGetInfo(size_t* free_bytes, size_t* total_bytes, int device);
 // Waits for every stream of the current device.
 Error DeviceSynchronize();
+
+// A watchdog for hung devices: synchronizing calls (device, stream and
+// event synchronization, synchronous launches and copies) that wait longer
+// than `seconds` return kSyncTimeout, naming the stream and the last
+// command it completed, instead of waiting forever. 0 (the default) waits
+// as long as the daemon lives. The initial value is $OPENREG_SYNC_TIMEOUT
+// (seconds). Process-wide; kInvalidValue for a negative or non-finite
+// value.
+Error SetSyncTimeout(double seconds);
+double GetSyncTimeout();
 
 // ---- Memory ------------------------------------------------------------
 // Allocates on the current device. On out-of-memory the client waits for
