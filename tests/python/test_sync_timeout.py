@@ -16,6 +16,27 @@ from daemon_fixture import process_daemon, run_python
 DAEMON = process_daemon(devices=1)
 
 
+def _stop_daemon():
+    """SIGSTOP, then waits until every thread of the daemon is stopped:
+    delivery is asynchronous, and a worker still running could execute the
+    work queued next."""
+    os.kill(DAEMON.pid, signal.SIGSTOP)
+    tasks = f"/proc/{DAEMON.pid}/task"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for tid in os.listdir(tasks):
+            try:
+                with open(f"{tasks}/{tid}/stat") as stat:
+                    states.append(stat.read().rsplit(")", 1)[1].split()[0])
+            except FileNotFoundError:
+                continue
+        if states and all(state == "T" for state in states):
+            return
+        time.sleep(0.01)
+    raise AssertionError("the daemon did not stop")
+
+
 def test_the_timeout_is_off_by_default_and_validated():
     assert torch.openreg.get_sync_timeout() == 0
     with pytest.raises(ValueError, match="seconds >= 0"):
@@ -32,8 +53,8 @@ def test_a_hung_device_turns_synchronize_into_an_error():
     # that the launch below needs neither the daemon nor an allocation.
     (x * 2).sum()
     torch.openreg.synchronize()
-    os.kill(DAEMON.pid, signal.SIGSTOP)
     try:
+        _stop_daemon()
         torch.openreg.set_sync_timeout(0.5)
         y = x * 2  # queued; the stopped daemon never runs it
         start = time.monotonic()
