@@ -149,6 +149,8 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
                                   " bytes exceeds the stream ring's limit of ",
                                   stream.writer.MaxPayload(), " bytes"));
   }
+  const absl::Duration timeout = SyncTimeout();
+  const absl::Time deadline = absl::Now() + timeout;  // infinite: no limit
   while (true) {
     absl::Status written =
         stream.writer.Write(payload.data(), payload.size(), kWaitSlice);
@@ -161,6 +163,13 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
     absl::Status probe = liveness_.Probe();
     if (!probe.ok()) return probe;
     if (IsFaulted(stream)) return TakeStreamError(stream);
+    if (absl::Now() >= deadline) {
+      return SyncTimeoutError(
+          stream,
+          absl::StrCat("waited for room in its command ring for command ",
+                       sequence),
+          timeout);
+    }
   }
   stream.last_submitted.store(sequence, std::memory_order_release);
   return sequence;
@@ -222,7 +231,9 @@ absl::Status Session::WaitForCompletion(StreamContext& stream,
     const absl::Duration left = deadline - absl::Now();
     if (completed.WaitForAtLeast(sequence, std::min(kWaitSlice, left))) break;
     if (absl::Now() >= deadline) {
-      return SyncTimeoutError(stream, sequence, timeout);
+      return SyncTimeoutError(
+          stream, absl::StrCat("was waited on for command ", sequence),
+          timeout);
     }
     absl::Status probe = liveness_.Probe();
     if (!probe.ok()) return probe;
@@ -231,7 +242,7 @@ absl::Status Session::WaitForCompletion(StreamContext& stream,
 }
 
 absl::Status Session::SyncTimeoutError(const StreamContext& stream,
-                                       uint64_t sequence,
+                                       absl::string_view waiting_for,
                                        absl::Duration timeout) const {
   return MakeError(
       Error::kSyncTimeout,
@@ -239,8 +250,8 @@ absl::Status Session::SyncTimeoutError(const StreamContext& stream,
           "openreg: synchronization timed out after ",
           absl::FormatDuration(timeout), ": stream ", stream.slot,
           " on openreg:", stream.device.load(std::memory_order_relaxed),
-          " has completed command ", stream.shared->completed.Load(),
-          " and was waited on for command ", sequence,
+          " has completed command ", stream.shared->completed.Load(), " and ",
+          waiting_for,
           " (the device hangs, or its work takes longer than the sync "
           "timeout: OPENREG_SYNC_TIMEOUT, torch.openreg.set_sync_timeout)"));
 }

@@ -154,7 +154,10 @@ class Session {
   absl::Status Detach();
 
  private:
-  absl::Status SyncTimeoutError(const StreamContext& stream, uint64_t sequence,
+  // kSyncTimeout: "... stream S on openreg:D has completed command C and
+  // <waiting_for> ...".
+  absl::Status SyncTimeoutError(const StreamContext& stream,
+                                absl::string_view waiting_for,
                                 absl::Duration timeout) const;
   absl::Status TransportError(absl::string_view rpc_name,
                               const grpc::Status& status);

@@ -1,6 +1,7 @@
 """The sync-timeout watchdog (torch.openreg.set_sync_timeout,
-OPENREG_SYNC_TIMEOUT): a synchronizing call on a hung device raises a
-clear error instead of waiting forever. The hang is a daemon stopped with
+OPENREG_SYNC_TIMEOUT): a synchronizing call, or a launch into a full
+command ring, on a hung device raises a clear error instead of waiting
+forever. The hang is a daemon stopped with
 SIGSTOP (alive, but running nothing), resumed with SIGCONT."""
 
 import os
@@ -75,6 +76,28 @@ def test_a_hung_device_turns_synchronize_into_an_error():
     # Resumed: the queued work completes and nothing was lost.
     torch.openreg.synchronize()
     assert torch.equal(y.cpu(), torch.full((16,), 2.0))
+
+
+def test_a_launch_into_a_full_ring_of_a_hung_device_times_out():
+    x = torch.ones(4, device="openreg")
+    x.add_(1)  # the signature's checked first launch, before the stop
+    torch.openreg.synchronize()
+    launched = 0
+    try:
+        _stop_daemon()
+        torch.openreg.set_sync_timeout(0.5)
+        with pytest.raises(RuntimeError,
+                           match=r"timed out after 500ms: .* waited for room "
+                                 r"in its command ring for command \d+"):
+            for launched in range(1, 1_000_000):
+                x.add_(1)  # fills the stopped daemon's ring
+    finally:
+        os.kill(DAEMON.pid, signal.SIGCONT)
+        torch.openreg.set_sync_timeout(0)
+    assert launched > 1
+    # Every launch that returned is run, and the refused one is not.
+    torch.openreg.synchronize()
+    assert torch.equal(x.cpu(), torch.full((4,), 2.0 + launched - 1))
 
 
 def test_the_environment_variable_sets_the_timeout():

@@ -88,9 +88,10 @@ Error MemGetInfo(size_t* free_bytes, size_t* total_bytes, int device);
 Error DeviceSynchronize();
 
 // A watchdog for hung devices: synchronizing calls (device, stream and
-// event synchronization, synchronous launches and copies) that wait longer
-// than `seconds` return kSyncTimeout, naming the stream and the last
-// command it completed, instead of waiting forever. 0 (the default) waits
+// event synchronization, synchronous launches and copies), and launches
+// that wait for room in a full command ring, that wait longer than
+// `seconds` return kSyncTimeout, naming the stream and the last command it
+// completed, instead of waiting forever. 0 (the default) waits
 // as long as the daemon lives. The initial value is $OPENREG_SYNC_TIMEOUT
 // (seconds). Process-wide; kInvalidValue for a negative or non-finite
 // value.
