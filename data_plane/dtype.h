@@ -17,6 +17,9 @@ inline constexpr int kNumKnownDtypes = 46;
 // Bytes per element of `dtype`, or 0 when it is not a known ScalarType.
 int64_t DtypeElementSize(int32_t dtype);
 
+// c10's name of `dtype` ("Float", "BFloat16", ...), or "dtype <n>".
+const char* DtypeName(int32_t dtype);
+
 }  // namespace openreg
 
 #endif  // OPENREG_DATA_PLANE_DTYPE_H_

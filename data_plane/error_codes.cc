@@ -47,6 +47,12 @@ constexpr ErrorCodeInfo kErrorTable[] = {
      PE::kLinAlgError},
     {proto::SYNC_TIMEOUT, SC::kDeadlineExceeded, "synchronization timed out",
      PE::kRuntimeError},
+    {proto::ILLEGAL_ADDRESS, SC::kDataLoss, "illegal address",
+     PE::kRuntimeError},
+    {proto::ECC_UNCORRECTABLE, SC::kDataLoss, "uncorrectable ECC error",
+     PE::kRuntimeError},
+    {proto::DEVICE_FAULT, SC::kUnavailable, "device fault", PE::kRuntimeError},
+    {proto::COPY_FAILURE, SC::kAborted, "copy failure", PE::kRuntimeError},
 };
 constexpr int kTableSize = sizeof(kErrorTable) / sizeof(kErrorTable[0]);
 

@@ -1,5 +1,8 @@
 #include "data_plane/session_layout.h"
 
+#include <algorithm>
+#include <cstring>
+
 namespace openreg {
 namespace {
 
@@ -36,6 +39,28 @@ SessionHeader ComputeSessionLayout(const SessionLimits& limits,
   offset += header.limits.staging_bytes;
   header.total_bytes = offset;
   return header;
+}
+
+void PublishStickyError(SessionHeader* header, uint32_t code,
+                        std::string_view message) {
+  const size_t length =
+      std::min(message.size(), sizeof(header->sticky_error_message) - 1);
+  std::memcpy(header->sticky_error_message, message.data(), length);
+  header->sticky_error_message[length] = '\0';
+  __atomic_store_n(&header->sticky_error_code, code, __ATOMIC_RELEASE);
+}
+
+uint32_t ReadStickyError(const SessionHeader* header, std::string* message) {
+  const uint32_t code =
+      __atomic_load_n(&header->sticky_error_code, __ATOMIC_ACQUIRE);
+  if (code != 0 && message != nullptr) {
+    // The daemon wrote the text before the code; bound it in case the
+    // client-writable segment was scribbled on.
+    const char* text = header->sticky_error_message;
+    *message = std::string(
+        text, strnlen(text, sizeof(header->sticky_error_message) - 1));
+  }
+  return code;
 }
 
 }  // namespace openreg

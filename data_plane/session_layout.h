@@ -17,6 +17,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "data_plane/command_ring.h"
 #include "data_plane/waitable_counter.h"
@@ -26,7 +28,7 @@ namespace openreg {
 
 // Bumped whenever this layout, commands.proto or control.proto change in a
 // way that old peers cannot handle.
-inline constexpr uint32_t kProtocolVersion = 3;
+inline constexpr uint32_t kProtocolVersion = 4;
 inline constexpr uint64_t kSessionMagic = 0x4f50454e52454731ull;  // OPENREG1
 
 struct SessionLimits {
@@ -87,7 +89,20 @@ struct alignas(64) SessionHeader {
   uint64_t replies_offset;
   uint64_t staging_offset;
   uint64_t total_bytes;
+  // A sticky error (an injected illegal address or uncorrectable ECC
+  // error), written with PublishStickyError and read with ReadStickyError:
+  // the client then fails every later call with it, at the call, as CUDA
+  // does after a sticky error. Never cleared. (Plain fields accessed
+  // atomically, because the header is copied as a value elsewhere.)
+  uint32_t sticky_error_code;  // proto::ErrorCode, 0 = none
+  char sticky_error_message[1024];
 };
+
+// Daemon side: stores the message, then publishes the code (release).
+void PublishStickyError(SessionHeader* header, uint32_t code,
+                        std::string_view message);
+// Client side: 0, or the published code (acquire) with its message.
+uint32_t ReadStickyError(const SessionHeader* header, std::string* message);
 
 // Offsets of every region for `limits`; the daemon fills a SessionHeader
 // from it and both sides use the header's values afterwards.

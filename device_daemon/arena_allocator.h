@@ -9,6 +9,7 @@
 #ifndef OPENREG_DEVICE_DAEMON_ARENA_ALLOCATOR_H_
 #define OPENREG_DEVICE_DAEMON_ARENA_ALLOCATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -67,6 +68,15 @@ class ArenaAllocator {
   int device() const { return device_; }
   uint64_t capacity() const { return capacity_; }
 
+  // Bumped by a device reset: blocks allocated in an earlier generation
+  // lost their contents (DeviceBuffer::lost()).
+  uint64_t generation() const {
+    return generation_.load(std::memory_order_acquire);
+  }
+  void AdvanceGeneration() {
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+  }
+
  private:
   ArenaAllocator(int device, char* base, uint64_t capacity);
 
@@ -80,6 +90,7 @@ class ArenaAllocator {
 
   const int device_;
   char* const base_;
+  std::atomic<uint64_t> generation_{0};
   const uint64_t capacity_;
 
   mutable absl::Mutex mutex_;

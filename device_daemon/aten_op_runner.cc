@@ -97,7 +97,8 @@ class Launch : public op_codec::DeviceTensorCodec {
   Launch(const StreamContext& context, const proto::LaunchOp& op)
       : context_(context), session_(*context.session), op_(op) {}
 
-  absl::Status Run(uint64_t sequence);
+  // On success, `written` (if not null) gets the tensors the kernel wrote.
+  absl::Status Run(uint64_t sequence, WrittenTensors* written);
   // Frees the synchronous results allocated so far (after a failure).
   void ReleaseResults();
   // "aten::add.Tensor"; built on demand (error paths only).
@@ -132,6 +133,10 @@ class Launch : public op_codec::DeviceTensorCodec {
     return Fail(ErrorCodeOf(status), status.message());
   }
 
+  // Resolves, decodes and runs the op (Run without the bookkeeping).
+  absl::Status RunKernel(uint64_t sequence);
+  void CollectWritten(const c10::FunctionSchema& schema,
+                      WrittenTensors* written) const;
   // The steps of Run, in order.
   absl::StatusOr<const ResolvedOp*> Resolve() const;
   absl::StatusOr<torch::jit::Stack> BuildStack(
@@ -185,6 +190,7 @@ class Launch : public op_codec::DeviceTensorCodec {
   const StreamContext& context_;
   Session& session_;
   const proto::LaunchOp& op_;
+  const ResolvedOp* resolved_ = nullptr;  // set once the op is looked up
   // Synchronous results allocated so far; freed again if the launch fails.
   std::vector<uint64_t> result_addresses_;
   // out= arguments: the client's tensor and the stand-in the kernel wrote
@@ -646,9 +652,34 @@ absl::Status Launch::RunSynchronous(const c10::OperatorHandle& handle,
   return WriteReply(handle.schema(), *stack, collector.warnings(), sequence);
 }
 
-absl::Status Launch::Run(uint64_t sequence) {
+void Launch::CollectWritten(const c10::FunctionSchema& schema,
+                            WrittenTensors* written) const {
+  written->assign(op_.outputs().begin(), op_.outputs().end());
+  if (!written->empty()) return;
+  // In-place and out= kernels write through their (mutable) arguments.
+  const std::vector<c10::Argument>& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    if (alias != nullptr && alias->isWrite() &&
+        i < static_cast<size_t>(op_.arguments_size()) &&
+        op_.arguments(static_cast<int>(i)).has_tensor()) {
+      written->push_back(op_.arguments(static_cast<int>(i)).tensor());
+    }
+  }
+}
+
+absl::Status Launch::Run(uint64_t sequence, WrittenTensors* written) {
+  absl::Status ran = RunKernel(sequence);
+  if (ran.ok() && written != nullptr && resolved_ != nullptr) {
+    CollectWritten(resolved_->handle.schema(), written);
+  }
+  return ran;
+}
+
+absl::Status Launch::RunKernel(uint64_t sequence) {
   absl::StatusOr<const ResolvedOp*> resolved = Resolve();
   if (!resolved.ok()) return resolved.status();
+  resolved_ = *resolved;
   absl::StatusOr<torch::jit::Stack> stack =
       BuildStack((*resolved)->handle.schema());
   if (!stack.ok()) return stack.status();
@@ -707,7 +738,8 @@ proto::ErrorCode CodeOfKernelError(const c10::Error& error) {
 AtenOpRunner::AtenOpRunner() { c10::WarningUtils::set_warnAlways(true); }
 
 absl::Status AtenOpRunner::Run(const StreamContext& context,
-                               const proto::LaunchOp& op, uint64_t sequence) {
+                               const proto::LaunchOp& op, uint64_t sequence,
+                               WrittenTensors* written) {
   // Intra-op parallelism is left at ATen's default (one thread per core),
   // shared by all stream workers: ATen's pool serializes nested parallel
   // regions, and with few cores more threads would only add contention.
@@ -729,7 +761,7 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
   op_codec::ApplyThreadSettings(settings);
   absl::Status status;
   try {
-    status = launch.Run(sequence);
+    status = launch.Run(sequence, written);
   } catch (const c10::Error& error) {
     // The kernel's own message, unchanged: the error record names the op,
     // and the client adds where and when it ran after the message.

@@ -27,7 +27,7 @@ class AtenOpRunner : public OpRunner {
   // client's default dtype, deterministic mode, ...; see
   // kernel_settings_gate.h).
   absl::Status Run(const StreamContext& context, const proto::LaunchOp& op,
-                   uint64_t sequence) override;
+                   uint64_t sequence, WrittenTensors* written) override;
 
  private:
   KernelSettingsGate settings_gate_;

@@ -59,7 +59,8 @@ absl::Status AttachServer::Start() {
   // Only this user may connect; SO_PEERCRED is checked as well.
   chmod(socket_path_.c_str(), 0600);
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) {
+  drop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake_fd_ < 0 || drop_fd_ < 0) {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
   thread_ = std::thread([this] { Loop(); });
@@ -84,6 +85,39 @@ void AttachServer::Stop() {
     close(wake_fd_);
     wake_fd_ = -1;
   }
+  if (drop_fd_ >= 0) {
+    close(drop_fd_);
+    drop_fd_ = -1;
+  }
+}
+
+void AttachServer::DropSession(uint64_t session_id) {
+  {
+    absl::MutexLock lock(&drop_mutex_);
+    drop_requests_.push_back(session_id);
+  }
+  const uint64_t one = 1;
+  ssize_t ignored = write(drop_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+void AttachServer::DropRequestedSessions() {
+  uint64_t count = 0;
+  ssize_t ignored = read(drop_fd_, &count, sizeof(count));
+  (void)ignored;
+  std::vector<uint64_t> requests;
+  {
+    absl::MutexLock lock(&drop_mutex_);
+    requests.swap(drop_requests_);
+  }
+  for (uint64_t session_id : requests) {
+    for (const auto& [fd, connection] : connections_) {
+      if (connection.session_id == session_id) {
+        Disconnect(fd, "dropped by an injected disconnect fault");
+        break;
+      }
+    }
+  }
 }
 
 void AttachServer::Loop() {
@@ -92,6 +126,7 @@ void AttachServer::Loop() {
     fds.clear();
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({drop_fd_, POLLIN, 0});
     for (const auto& [fd, connection] : connections_) {
       fds.push_back({fd, POLLIN | POLLRDHUP, 0});
     }
@@ -102,8 +137,9 @@ void AttachServer::Loop() {
     }
     if (fds[0].revents != 0) return;  // Stop()
     if (fds[1].revents & POLLIN) Accept();
+    if (fds[2].revents & POLLIN) DropRequestedSessions();
     const absl::Time now = absl::Now();
-    for (size_t i = 2; i < fds.size(); ++i) {
+    for (size_t i = 3; i < fds.size(); ++i) {
       const int fd = fds[i].fd;
       auto connection = connections_.find(fd);
       if (connection == connections_.end()) continue;

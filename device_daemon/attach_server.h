@@ -15,8 +15,11 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "data_plane/attach_protocol.h"
 #include "device_daemon/session_registry.h"
@@ -38,6 +41,12 @@ class AttachServer {
   // Sessions are not closed here (the registry owns them).
   void Stop();
 
+  // Closes the session's connection and ends the session, as if the client
+  // had hung up (the Disconnect fault model). Thread-safe and non-blocking:
+  // the server's thread does it, so a stream worker of that very session
+  // may ask.
+  void DropSession(uint64_t session_id);
+
  private:
   struct Connection {
     uint64_t session_id = 0;  // 0 until attached
@@ -51,6 +60,7 @@ class AttachServer {
   void Attach(int fd);
   void SendRefusal(int fd, int32_t error_code, const std::string& message);
   void Disconnect(int fd, const char* reason);
+  void DropRequestedSessions();
 
   SessionRegistry* const registry_;
   const std::string socket_path_;
@@ -58,6 +68,9 @@ class AttachServer {
   const uid_t daemon_uid_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // eventfd: Stop() writes to end the loop
+  int drop_fd_ = -1;  // eventfd: DropSession() writes
+  absl::Mutex drop_mutex_;
+  std::vector<uint64_t> drop_requests_ ABSL_GUARDED_BY(drop_mutex_);
   std::thread thread_;
   std::map<int, Connection> connections_;  // only touched by the thread
 };

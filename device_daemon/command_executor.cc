@@ -92,13 +92,42 @@ void CommandExecutor::SetFaultHook(FaultHook* hook) {
 
 absl::Status CommandExecutor::Execute(const StreamContext& context,
                                       const proto::Command& command) {
-  absl::Status injected =
-      fault_hook_.load(std::memory_order_acquire)
-          ->BeforeCommand(*context.session, context.slot_index, command);
-  if (!injected.ok()) return injected;
+  if (absl::Status sticky = context.session->StickyError(); !sticky.ok()) {
+    return sticky;
+  }
+  const DeviceHealth& health = devices_->health(context.device);
+  if (!health.usable()) return health.Check();
+  FaultHook* hook = fault_hook_.load(std::memory_order_acquire);
+  if (!hook->active()) return Dispatch(context, command, nullptr);
+  absl::Status status = hook->BeforeCommand(context, command);
+  if (!status.ok()) return status;
+  WrittenTensors written;
+  const absl::Time started = absl::Now();
+  status = Dispatch(context, command, &written);
+  hook->AfterCommand(context, command, written, absl::Now() - started,
+                     &status);
+  return status;
+}
+
+absl::Status CommandExecutor::AdmitAllocation(Session& session, int device,
+                                              uint64_t size) {
+  const DeviceHealth& health = devices_->health(device);
+  if (!health.usable()) return health.Check();
+  FaultHook* hook = fault_hook_.load(std::memory_order_acquire);
+  if (!hook->active()) return absl::OkStatus();
+  return hook->BeforeAllocate(session, device, size);
+}
+
+void CommandExecutor::SessionClosed(uint64_t session_id) {
+  fault_hook_.load(std::memory_order_acquire)->SessionClosed(session_id);
+}
+
+absl::Status CommandExecutor::Dispatch(const StreamContext& context,
+                                       const proto::Command& command,
+                                       WrittenTensors* written) {
   switch (command.body_case()) {
     case proto::Command::kLaunch:
-      return Launch(context, command.launch(), command.sequence());
+      return Launch(context, command.launch(), command.sequence(), written);
     case proto::Command::kH2D:
       return CopyHostToDevice(context, command.h2d());
     case proto::Command::kD2H:
@@ -246,12 +275,13 @@ absl::Status CommandExecutor::FreeMemory(const StreamContext& context,
 
 absl::Status CommandExecutor::Launch(const StreamContext& context,
                                      const proto::LaunchOp& launch,
-                                     uint64_t sequence) {
+                                     uint64_t sequence,
+                                     WrittenTensors* written) {
   DeviceCounters& counters = devices_->counters(context.device);
   if (op_runner_ == nullptr) {
     return MakeError(proto::INTERNAL, "this daemon cannot run ops");
   }
-  absl::Status status = op_runner_->Run(context, launch, sequence);
+  absl::Status status = op_runner_->Run(context, launch, sequence, written);
   if (status.ok()) {
     counters.kernels_executed.fetch_add(1);
   } else {

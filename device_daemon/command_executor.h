@@ -2,6 +2,8 @@
 // command against the session, runs it (copies, memset, events, waits,
 // stream-ordered frees, op launches) and counts it per device. Stream
 // workers call it; it never trusts anything in the command or the segment.
+// It also refuses work for sessions with a sticky error and devices out of
+// service, and gives the fault hook its turn around each command.
 #ifndef OPENREG_DEVICE_DAEMON_COMMAND_EXECUTOR_H_
 #define OPENREG_DEVICE_DAEMON_COMMAND_EXECUTOR_H_
 
@@ -35,6 +37,12 @@ class CommandExecutor {
   absl::Status Execute(const StreamContext& context,
                        const proto::Command& command);
 
+  // Called by Session::Allocate before it allocates: refuses allocations on
+  // a device out of service and gives the fault hook its turn.
+  absl::Status AdmitAllocation(Session& session, int device, uint64_t size);
+  // Called by Session::Close.
+  void SessionClosed(uint64_t session_id);
+
  private:
   absl::Status CopyHostToDevice(const StreamContext& context,
                                 const proto::CopyHostToDevice& copy);
@@ -52,7 +60,11 @@ class CommandExecutor {
   absl::Status FreeMemory(const StreamContext& context,
                           const proto::FreeMemory& free, uint64_t sequence);
   absl::Status Launch(const StreamContext& context,
-                      const proto::LaunchOp& launch, uint64_t sequence);
+                      const proto::LaunchOp& launch, uint64_t sequence,
+                      WrittenTensors* written);
+  // Runs the command's body; `written` collects what a kernel wrote.
+  absl::Status Dispatch(const StreamContext& context,
+                        const proto::Command& command, WrittenTensors* written);
 
   Devices* const devices_;
   OpRunner* const op_runner_;

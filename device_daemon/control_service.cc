@@ -9,6 +9,7 @@
 #include "data_plane/session_layout.h"
 #include "data_plane/version.h"
 #include "device_daemon/errors.h"
+#include "device_daemon/log.h"
 
 namespace openreg::daemon {
 namespace {
@@ -34,9 +35,11 @@ void WithSession(SessionRegistry* registry, const proto::SessionRef& ref,
 }  // namespace
 
 ControlService::ControlService(Devices* devices, SessionRegistry* registry,
+                               FaultInjector* faults,
                                std::string attach_socket)
     : devices_(devices),
       registry_(registry),
+      faults_(faults),
       attach_socket_(std::move(attach_socket)) {}
 
 grpc::Status ControlService::Handshake(grpc::ServerContext*,
@@ -201,6 +204,11 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
     stats->set_kernels_executed(counters.kernels_executed.load());
     stats->set_copies_executed(counters.copies_executed.load());
     stats->set_kernel_failures(counters.kernel_failures.load());
+    stats->set_state(DeviceStateName(devices_->health(device).state()));
+    for (const auto& [model, count] : faults_->log().FiredOn(device)) {
+      (*stats->mutable_faults_fired())[model] = count;
+    }
+    stats->set_corrected_errors(faults_->log().CorrectedErrors(device));
   }
   for (const std::shared_ptr<Session>& session : registry_->Snapshot()) {
     const SessionStatsSnapshot snapshot = session->Stats();
@@ -212,6 +220,92 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
     stats->set_commands_executed(snapshot.commands_executed);
   }
   reply->set_sessions_served(registry_->sessions_served());
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ArmFaults(grpc::ServerContext*,
+                                       const proto::ArmFaultsRequest* request,
+                                       proto::ArmFaultsReply* reply) {
+  auto arm = [&](const Session* session) -> absl::Status {
+    absl::StatusOr<std::vector<uint32_t>> ids =
+        faults_->Arm(request->plan(), session);
+    if (!ids.ok()) return ids.status();
+    for (uint32_t id : *ids) reply->add_ids(id);
+    return absl::OkStatus();
+  };
+  if (request->has_session()) {
+    WithSession(registry_, request->session(), reply->mutable_status(),
+                [&](Session& session) { return arm(&session); });
+  } else {
+    ToProtoStatus(arm(nullptr), reply->mutable_status());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::DisarmFaults(
+    grpc::ServerContext*, const proto::DisarmFaultsRequest* request,
+    proto::DisarmFaultsReply* reply) {
+  const std::vector<uint32_t> ids(request->ids().begin(),
+                                  request->ids().end());
+  auto disarm = [&](uint64_t session_id) -> absl::Status {
+    absl::StatusOr<uint32_t> count = faults_->Disarm(ids, session_id);
+    if (!count.ok()) return count.status();
+    reply->set_disarmed(*count);
+    return absl::OkStatus();
+  };
+  if (request->has_session()) {
+    WithSession(registry_, request->session(), reply->mutable_status(),
+                [&](Session& session) { return disarm(session.id()); });
+  } else {
+    ToProtoStatus(disarm(0), reply->mutable_status());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ListFaults(grpc::ServerContext*,
+                                        const proto::ListFaultsRequest*,
+                                        proto::ListFaultsReply* reply) {
+  for (proto::ArmedFault& fault : faults_->List()) {
+    *reply->add_faults() = std::move(fault);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::GetFaultLog(
+    grpc::ServerContext*, const proto::GetFaultLogRequest* request,
+    proto::GetFaultLogReply* reply) {
+  uint64_t next = 0;
+  uint64_t dropped = 0;
+  for (proto::FaultRecord& record :
+       faults_->log().Read(request->since_index(), &next, &dropped)) {
+    *reply->add_records() = std::move(record);
+  }
+  reply->set_next_index(next);
+  reply->set_dropped(dropped);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::ResetDevice(
+    grpc::ServerContext*, const proto::ResetDeviceRequest* request,
+    proto::ResetDeviceReply* reply) {
+  if (!devices_->IsValid(request->device())) {
+    ToProtoStatus(InvalidDevice(request->device(), devices_->count()),
+                  reply->mutable_status());
+    return grpc::Status::OK;
+  }
+  devices_->Reset(request->device());
+  Log(LogLevel::kWarning, "openreg:", request->device(),
+      " was reset; memory allocated on it before is lost");
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::GetCommandProfile(
+    grpc::ServerContext*, const proto::GetCommandProfileRequest*,
+    proto::GetCommandProfileReply* reply) {
+  reply->set_enabled(faults_->profiling());
+  for (proto::CommandCount& count : faults_->Profile()) {
+    *reply->add_counts() = std::move(count);
+  }
   return grpc::Status::OK;
 }
 

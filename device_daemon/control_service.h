@@ -1,5 +1,6 @@
 // The gRPC control plane (DeviceDaemon in protos/control.proto): version
-// handshake, device properties, memory, streams, events and statistics.
+// handshake, device properties, memory, streams, events, statistics and
+// fault injection (arming, the fault log, device reset, command profile).
 // Per-op traffic never comes here; it goes through the command rings.
 //
 // Errors travel in each reply's `status` field (ErrorCode + message); the
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "device_daemon/devices.h"
+#include "device_daemon/fault_injector.h"
 #include "device_daemon/session_registry.h"
 #include "protos/control.grpc.pb.h"
 
@@ -17,9 +19,9 @@ namespace openreg::daemon {
 
 class ControlService final : public proto::DeviceDaemon::Service {
  public:
-  // `devices` and `registry` must outlive the service.
+  // `devices`, `registry` and `faults` must outlive the service.
   ControlService(Devices* devices, SessionRegistry* registry,
-                 std::string attach_socket);
+                 FaultInjector* faults, std::string attach_socket);
 
   grpc::Status Handshake(grpc::ServerContext* context,
                          const proto::HandshakeRequest* request,
@@ -57,10 +59,29 @@ class ControlService final : public proto::DeviceDaemon::Service {
       grpc::ServerContext* context,
       const proto::UnregisterHostRegionRequest* request,
       proto::UnregisterHostRegionReply* reply) override;
+  grpc::Status ArmFaults(grpc::ServerContext* context,
+                         const proto::ArmFaultsRequest* request,
+                         proto::ArmFaultsReply* reply) override;
+  grpc::Status DisarmFaults(grpc::ServerContext* context,
+                            const proto::DisarmFaultsRequest* request,
+                            proto::DisarmFaultsReply* reply) override;
+  grpc::Status ListFaults(grpc::ServerContext* context,
+                          const proto::ListFaultsRequest* request,
+                          proto::ListFaultsReply* reply) override;
+  grpc::Status GetFaultLog(grpc::ServerContext* context,
+                           const proto::GetFaultLogRequest* request,
+                           proto::GetFaultLogReply* reply) override;
+  grpc::Status ResetDevice(grpc::ServerContext* context,
+                           const proto::ResetDeviceRequest* request,
+                           proto::ResetDeviceReply* reply) override;
+  grpc::Status GetCommandProfile(grpc::ServerContext* context,
+                                 const proto::GetCommandProfileRequest* request,
+                                 proto::GetCommandProfileReply* reply) override;
 
  private:
   Devices* const devices_;
   SessionRegistry* const registry_;
+  FaultInjector* const faults_;
   const std::string attach_socket_;
 };
 

@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "data_plane/attach_protocol.h"
 #include "device_daemon/byte_size.h"
+#include "device_daemon/errors.h"
 #include "device_daemon/log.h"
 #include "device_daemon/socket_directory.h"
 #include "grpcpp/grpcpp.h"
@@ -53,8 +54,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   if (!devices.ok()) return devices.status();
   daemon->devices_ = *std::move(devices);
   daemon->op_runner_ = std::move(op_runner);
+  daemon->faults_ = std::make_unique<FaultInjector>(daemon->devices_.get(),
+                                                    options.profile_commands);
+  absl::StatusOr<std::vector<uint32_t>> armed =
+      daemon->faults_->Arm(options.fault_plan, /*session=*/nullptr);
+  if (!armed.ok()) {
+    return MakeError(ErrorCodeOf(armed.status()),
+                     absl::StrCat("--fault_plan: ", armed.status().message()));
+  }
   daemon->executor_ = std::make_unique<CommandExecutor>(
       daemon->devices_.get(), daemon->op_runner_.get());
+  daemon->executor_->SetFaultHook(daemon->faults_.get());
   daemon->registry_ = std::make_unique<SessionRegistry>(
       daemon->devices_.get(), daemon->executor_.get(), options.session_limits);
   absl::Status started = daemon->StartServers();
@@ -88,8 +98,12 @@ absl::Status Daemon::StartServers() {
   absl::Status attach = attach_server_->Start();
   if (!attach.ok()) return attach;
 
+  AttachServer* attach_server = attach_server_.get();
+  faults_->SetDisconnectHandler([attach_server](uint64_t session_id) {
+    attach_server->DropSession(session_id);
+  });
   control_service_ = std::make_unique<ControlService>(
-      devices_.get(), registry_.get(), attach_socket_path());
+      devices_.get(), registry_.get(), faults_.get(), attach_socket_path());
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + options_.socket_path,
                            grpc::InsecureServerCredentials());

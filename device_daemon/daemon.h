@@ -16,9 +16,11 @@
 #include "device_daemon/command_executor.h"
 #include "device_daemon/control_service.h"
 #include "device_daemon/devices.h"
+#include "device_daemon/fault_injector.h"
 #include "device_daemon/instance_lock.h"
 #include "device_daemon/op_runner.h"
 #include "device_daemon/session_registry.h"
+#include "protos/faults.pb.h"
 
 namespace grpc {
 class Server;
@@ -33,6 +35,11 @@ struct DaemonOptions {
   // Exit after this long without any attached session; zero = never.
   absl::Duration idle_exit = absl::ZeroDuration();
   SessionLimits session_limits;
+  // Faults armed at start (--fault_plan); each must be daemon-wide or name
+  // a pid. Invalid plans make Start fail naming the bad field.
+  proto::FaultPlan fault_plan;
+  // Count every command in the command profile (--profile_commands).
+  bool profile_commands = false;
 };
 
 class Daemon {
@@ -62,6 +69,7 @@ class Daemon {
   Devices& devices() { return *devices_; }
   SessionRegistry& registry() { return *registry_; }
   CommandExecutor& executor() { return *executor_; }
+  FaultInjector& faults() { return *faults_; }
 
  private:
   Daemon(const DaemonOptions& options, InstanceLock lock);
@@ -73,6 +81,7 @@ class Daemon {
   int stop_fd_ = -1;  // eventfd written by RequestStop()
   std::unique_ptr<Devices> devices_;
   std::unique_ptr<OpRunner> op_runner_;
+  std::unique_ptr<FaultInjector> faults_;
   std::unique_ptr<CommandExecutor> executor_;
   std::unique_ptr<SessionRegistry> registry_;
   std::unique_ptr<ControlService> control_service_;

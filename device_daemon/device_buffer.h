@@ -34,16 +34,24 @@ class DeviceBuffer {
   uint64_t size() const { return size_; }
   // Daemon-side pointer to the first byte.
   char* data() const { return data_; }
+  // True once the device was reset after this block was allocated: its
+  // contents are gone, as on real hardware.
+  bool lost() const { return generation_ != arena_->generation(); }
 
  private:
   DeviceBuffer(ArenaAllocator* arena, uint64_t address, uint64_t size,
                char* data)
-      : arena_(arena), address_(address), size_(size), data_(data) {}
+      : arena_(arena),
+        address_(address),
+        size_(size),
+        data_(data),
+        generation_(arena->generation()) {}
 
   ArenaAllocator* const arena_;
   const uint64_t address_;
   const uint64_t size_;
   char* const data_;
+  const uint64_t generation_;
 };
 
 }  // namespace openreg::daemon

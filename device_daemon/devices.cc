@@ -38,9 +38,15 @@ absl::StatusOr<std::unique_ptr<Devices>> Devices::Create(
     devices->memory_per_device_ = (*arena)->capacity();
     devices->arenas_.push_back(*std::move(arena));
     devices->counters_.push_back(std::make_unique<DeviceCounters>());
+    devices->health_.push_back(std::make_unique<DeviceHealth>(device));
     devices->gates_.push_back(std::make_unique<ExecutionGate>(multiprocessors));
   }
   return devices;
+}
+
+void Devices::Reset(int device) {
+  arena(device).AdvanceGeneration();
+  health(device).Reset();
 }
 
 }  // namespace openreg::daemon

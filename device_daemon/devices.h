@@ -1,5 +1,6 @@
 // The emulated devices: one memory arena, one execution gate (kernel
-// admission by stream priority) and a few activity counters per device.
+// admission by stream priority), a health state and a few activity counters
+// per device.
 // Created once at startup and shared by every session.
 #ifndef OPENREG_DEVICE_DAEMON_DEVICES_H_
 #define OPENREG_DEVICE_DAEMON_DEVICES_H_
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "device_daemon/arena_allocator.h"
+#include "device_daemon/device_health.h"
 #include "device_daemon/execution_gate.h"
 
 namespace openreg::daemon {
@@ -42,6 +44,12 @@ class Devices {
   ArenaAllocator& arena(int device) const { return *arenas_[device]; }
   DeviceCounters& counters(int device) const { return *counters_[device]; }
   ExecutionGate& gate(int device) const { return *gates_[device]; }
+  DeviceHealth& health(int device) const { return *health_[device]; }
+
+  // Brings `device` back from the FAULT or lost state. Its memory is lost:
+  // blocks allocated before the reset fail every later use
+  // (DeviceBuffer::lost()) until their sessions free them.
+  void Reset(int device);
 
  private:
   Devices() = default;
@@ -51,6 +59,7 @@ class Devices {
   std::vector<std::unique_ptr<ArenaAllocator>> arenas_;
   std::vector<std::unique_ptr<DeviceCounters>> counters_;
   std::vector<std::unique_ptr<ExecutionGate>> gates_;
+  std::vector<std::unique_ptr<DeviceHealth>> health_;
 };
 
 }  // namespace openreg::daemon

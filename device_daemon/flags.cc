@@ -6,6 +6,7 @@
 #include "data_plane/device_address.h"
 #include "data_plane/socket_path.h"
 #include "device_daemon/byte_size.h"
+#include "fault_injection/fault_plan.h"
 
 ABSL_FLAG(int, devices, 2, "Number of emulated devices (1 to 64).");
 ABSL_FLAG(openreg::daemon::ByteSizeFlag, memory_per_device,
@@ -26,6 +27,13 @@ ABSL_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library, {},
           "A shared library to dlopen at startup, before serving; its "
           "TORCH_LIBRARY / TORCH_LIBRARY_IMPL(ns, CPU, m) registrations "
           "become kernels the daemon runs for openreg tensors. Repeatable.");
+
+ABSL_FLAG(std::string, fault_plan, "",
+          "A fault plan (JSON, docs/FAULT_INJECTION.md) armed at startup. "
+          "Every fault must set \"daemon_wide\": true or trigger.pid.");
+ABSL_FLAG(bool, profile_commands, false,
+          "Count every command by (device, kind, op, phase): the command "
+          "profile a fault campaign samples from (openreg-ctl profile).");
 
 namespace openreg::daemon {
 
@@ -102,6 +110,23 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
   }
   config.log_level = *level;
   config.kernel_libraries = absl::GetFlag(FLAGS_kernel_library).paths;
+  const std::string plan_path = absl::GetFlag(FLAGS_fault_plan);
+  if (!plan_path.empty()) {
+    absl::StatusOr<proto::FaultPlan> plan =
+        faults::ReadFaultPlanFile(plan_path);
+    if (!plan.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--fault_plan: ", plan.status().message()));
+    }
+    absl::Status valid =
+        faults::ValidateFaultPlan(*plan, faults::ArmedBy::kOperator);
+    if (!valid.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--fault_plan: ", plan_path, ": ", valid.message()));
+    }
+    config.options.fault_plan = *std::move(plan);
+  }
+  config.options.profile_commands = absl::GetFlag(FLAGS_profile_commands);
   return config;
 }
 

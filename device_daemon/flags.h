@@ -50,5 +50,7 @@ ABSL_DECLARE_FLAG(std::string, socket);
 ABSL_DECLARE_FLAG(int64_t, idle_exit_seconds);
 ABSL_DECLARE_FLAG(std::string, log_level);
 ABSL_DECLARE_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library);
+ABSL_DECLARE_FLAG(std::string, fault_plan);
+ABSL_DECLARE_FLAG(bool, profile_commands);
 
 #endif  // OPENREG_DEVICE_DAEMON_FLAGS_H_

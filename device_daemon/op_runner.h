@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "device_daemon/fault_hook.h"
 #include "device_daemon/stream_context.h"
 #include "protos/commands.pb.h"
 
@@ -24,8 +25,11 @@ class OpRunner {
   //    `sequence`.
   // Unknown ops and bad arguments are INVALID_VALUE; failures of the
   // kernel itself are KERNEL_FAILURE naming the op. Must not throw.
+  // On success, `written` (when not null) receives the device tensors the
+  // kernel wrote (outputs, in-place and out= arguments), for fault hooks.
   virtual absl::Status Run(const StreamContext& context,
-                           const proto::LaunchOp& op, uint64_t sequence) = 0;
+                           const proto::LaunchOp& op, uint64_t sequence,
+                           WrittenTensors* written) = 0;
 };
 
 }  // namespace openreg::daemon

@@ -1,5 +1,6 @@
 #include "device_daemon/session.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "data_plane/device_address.h"
+#include "device_daemon/command_executor.h"
 #include "device_daemon/errors.h"
 #include "device_daemon/stream_worker.h"
 
@@ -99,7 +101,37 @@ absl::Status Session::CheckOpen() const {
     return InvalidHandleError(
         absl::StrCat("session ", identity_.id, " has ended"));
   }
+  if (has_sticky_error_.load(std::memory_order_acquire)) return sticky_error_;
   return absl::OkStatus();
+}
+
+void Session::MakeSticky(const absl::Status& error) {
+  absl::MutexLock lock(&mutex_);
+  if (has_sticky_error_.load(std::memory_order_relaxed)) return;
+  sticky_error_ = error;
+  has_sticky_error_.store(true, std::memory_order_release);
+  PublishStickyError(reinterpret_cast<SessionHeader*>(base_),
+                     static_cast<uint32_t>(ErrorCodeOf(error)),
+                     std::string_view(error.message().data(),
+                                      error.message().size()));
+}
+
+absl::Status Session::StickyError() const {
+  if (!has_sticky_error_.load(std::memory_order_acquire)) {
+    return absl::OkStatus();
+  }
+  absl::ReaderMutexLock lock(&mutex_);
+  return sticky_error_;
+}
+
+std::vector<std::shared_ptr<DeviceBuffer>> Session::Allocations() const {
+  absl::ReaderMutexLock lock(&mutex_);
+  std::vector<std::shared_ptr<DeviceBuffer>> buffers;
+  buffers.reserve(table_.allocations.size());
+  for (const auto& [address, entry] : table_.allocations) {
+    buffers.push_back(entry.buffer);
+  }
+  return buffers;
 }
 
 absl::Status Session::CheckDevice(int device) const {
@@ -116,6 +148,10 @@ absl::StatusOr<uint64_t> Session::Allocate(int device, uint64_t size) {
   {
     absl::ReaderMutexLock lock(&mutex_);
     if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  }
+  if (executor_ != nullptr) {
+    absl::Status admitted = executor_->AdmitAllocation(*this, device, size);
+    if (!admitted.ok()) return admitted;
   }
   absl::StatusOr<std::shared_ptr<DeviceBuffer>> buffer =
       DeviceBuffer::Allocate(&devices_->arena(device), size);
@@ -203,6 +239,14 @@ absl::StatusOr<PinnedRange> Session::PinRangeLocked(uint64_t address,
         absl::StrCat("invalid device pointer: ", why.message()));
   }
   const DeviceBuffer& buffer = *entry->buffer;
+  if (buffer.lost()) {
+    return MakeError(
+        proto::DEVICE_FAULT,
+        absl::StrCat("the memory at ", Hex(buffer.address()), " on openreg:",
+                     buffer.device(),
+                     " was lost when the device was reset after a fault: "
+                     "recreate the tensor (its contents are gone)"));
+  }
   const uint64_t offset = address - buffer.address();
   if (bytes > buffer.size() - offset) {
     return InvalidValueError(
@@ -454,6 +498,7 @@ void Session::Close() {
   // Ask every worker first so that they wind down in parallel.
   for (auto& worker : workers) worker->RequestStop();
   for (auto& worker : workers) worker->Join();
+  if (executor_ != nullptr) executor_->SessionClosed(identity_.id);
   // `released` now drops the last table references to the session's
   // memory; DeviceBuffer returns each block to its arena.
 }

@@ -20,6 +20,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -119,6 +120,8 @@ class Session {
   absl::StatusOr<PinnedRange> PinTensor(const proto::TensorRef& tensor,
                                         TensorExtent* extent = nullptr) const;
   uint64_t allocated_bytes() const;
+  // The session's live allocations (for faults in memory at rest).
+  std::vector<std::shared_ptr<DeviceBuffer>> Allocations() const;
 
   // ---- Pinned host regions --------------------------------------------
   // Maps the client's memfd `client_fd` (see host_region.h); returns the
@@ -146,6 +149,14 @@ class Session {
   absl::StatusOr<uint32_t> CreateEvent(int device, bool enable_timing);
   absl::Status DestroyEvent(uint32_t slot);
   bool IsEventLive(uint32_t slot) const;
+
+  // ---- Sticky errors ----------------------------------------------------
+  // Makes `error` the session's sticky error (the first one wins): every
+  // later command and request fails with it, and the client sees it in the
+  // segment header and fails every later call at the call.
+  void MakeSticky(const absl::Status& error);
+  // OK, or the sticky error. One atomic load when there is none.
+  absl::Status StickyError() const;
 
   // ---- Lifetime --------------------------------------------------------
   // Stops every stream worker (waiting for the command each one runs),
@@ -208,6 +219,8 @@ class Session {
   char* const base_;
   const SessionHeader layout_;
   std::atomic<uint64_t> commands_executed_{0};
+  std::atomic<bool> has_sticky_error_{false};
+  absl::Status sticky_error_ ABSL_GUARDED_BY(mutex_);
 
   mutable absl::Mutex mutex_;
   bool closed_ ABSL_GUARDED_BY(mutex_) = false;

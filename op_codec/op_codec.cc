@@ -220,9 +220,17 @@ class ArgumentContext {
   explicit ArgumentContext(const c10::Argument* schema) : schema_(schema) {}
 
   absl::Status Bad(absl::string_view why) const {
-    if (schema_ == nullptr) return Invalid(why);
-    return Invalid(absl::StrCat("argument '", schema_->name(), "' (",
-                                schema_->type()->str(), "): ", why));
+    return Bad(proto::INVALID_VALUE, why);
+  }
+  // A tensor that could not be decoded keeps its code (a device fault's
+  // lost memory is not a bad value).
+  absl::Status Bad(const absl::Status& status) const {
+    return Bad(ErrorCodeOf(status), status.message());
+  }
+  absl::Status Bad(proto::ErrorCode code, absl::string_view why) const {
+    if (schema_ == nullptr) return MakeError(code, why);
+    return MakeError(code, absl::StrCat("argument '", schema_->name(), "' (",
+                                        schema_->type()->str(), "): ", why));
   }
   // Keeps the code of `status` (e.g. INVALID_DEVICE).
   absl::Status Wrap(const absl::Status& status) const {
@@ -319,7 +327,7 @@ absl::StatusOr<c10::IValue> DecodeTensorList(
         continue;
       }
       absl::StatusOr<at::Tensor> tensor = DecodeTensor(element, tensors);
-      if (!tensor.ok()) return context.Bad(tensor.status().message());
+      if (!tensor.ok()) return context.Bad(tensor.status());
       decoded.push_back(*std::move(tensor));
     }
     return c10::IValue(std::move(decoded));
@@ -343,7 +351,7 @@ absl::StatusOr<c10::IValue> DecodeTensorList(
   c10::List<at::Tensor> decoded;
   for (const proto::Argument& element : list.values()) {
     absl::StatusOr<at::Tensor> tensor = DecodeTensor(element, tensors);
-    if (!tensor.ok()) return context.Bad(tensor.status().message());
+    if (!tensor.ok()) return context.Bad(tensor.status());
     decoded.push_back(*std::move(tensor));
   }
   return c10::IValue(std::move(decoded));
@@ -553,7 +561,7 @@ absl::StatusOr<c10::IValue> DecodeValue(const proto::Argument& argument,
     case proto::Argument::kHostTensor:
     case proto::Argument::kSparseCoo: {
       absl::StatusOr<at::Tensor> tensor = DecodeTensor(argument, tensors);
-      if (!tensor.ok()) return context.Bad(tensor.status().message());
+      if (!tensor.ok()) return context.Bad(tensor.status());
       return c10::IValue(*std::move(tensor));
     }
     case proto::Argument::kIntValue: {

@@ -11,7 +11,8 @@ from setuptools.command.build_py import build_py
 HERE = os.path.dirname(os.path.abspath(__file__))
 BAZEL_BIN = os.environ.get(
     "OPENREG_BAZEL_BIN", os.path.join(HERE, os.pardir, "bazel-bin"))
-ARTIFACTS = ["torch_openreg/_C.so", "torch_openreg/bin/openreg-daemon"]
+ARTIFACTS = ["torch_openreg/_C.so", "torch_openreg/bin/openreg-daemon",
+             "torch_openreg/bin/openreg-ctl"]
 
 
 class BuildWithBazelArtifacts(build_py):

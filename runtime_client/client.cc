@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
+#include "runtime_client/command_phase.h"
 #include "runtime_client/connection.h"
 #include "runtime_client/status_util.h"
 
@@ -65,6 +66,11 @@ absl::StatusOr<std::shared_ptr<Session>> Client::GetSession() {
       absl::StatusOr<Connection> connection = ConnectToDaemon();
       if (!connection.ok()) return connection.status();
       session = std::make_shared<Session>(std::move(*connection));
+      absl::Status armed = ArmFaultPlanFromEnvironment(*session);
+      if (!armed.ok()) {
+        session->Detach().IgnoreError();
+        return armed;
+      }
       static std::once_flag fork_handler_installed;
       std::call_once(fork_handler_installed, [] {
         pthread_atfork(nullptr, nullptr, &Client::AfterForkInChild);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "google/protobuf/io/coded_stream.h"
+#include "runtime_client/command_phase.h"
 
 namespace openreg::client {
 namespace {
@@ -13,6 +14,7 @@ using google::protobuf::io::CodedOutputStream;
 constexpr uint32_t kCommandSequenceTag = (1 << 3) | 0;  // varint
 constexpr uint32_t kCommandLaunchTag = (2 << 3) | 2;    // length-delimited
 constexpr uint32_t kLaunchSynchronousTag = (5 << 3) | 0;
+constexpr uint32_t kCommandPhaseTag = (11 << 3) | 0;
 
 std::string& Buffer() {
   thread_local std::string buffer;
@@ -39,12 +41,17 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
   // `synchronous: true` field is appended to the embedded message: protobuf
   // parsers keep the last value of a repeated scalar field, so the daemon
   // sees synchronous = true without the op being copied.
+  // The command's phase (when not the default, forward) follows the body.
+  const uint32_t phase = static_cast<uint32_t>(ThreadCommandPhase());
   const size_t op_bytes = op.ByteSizeLong();
   const size_t body_bytes = op_bytes + (force_synchronous ? 2 : 0);
   const size_t total = CodedOutputStream::VarintSize32(kCommandSequenceTag) +
                        CodedOutputStream::VarintSize64(sequence) +
                        CodedOutputStream::VarintSize32(kCommandLaunchTag) +
-                       CodedOutputStream::VarintSize64(body_bytes) + body_bytes;
+                       CodedOutputStream::VarintSize64(body_bytes) +
+                       body_bytes +
+                       (phase != 0 ? 1 + CodedOutputStream::VarintSize32(phase)
+                                   : 0);
   std::string& buffer = Buffer();
   buffer.resize(total);
   uint8_t* out = reinterpret_cast<uint8_t*>(buffer.data());
@@ -56,6 +63,10 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
   if (force_synchronous) {
     out = CodedOutputStream::WriteTagToArray(kLaunchSynchronousTag, out);
     *out++ = 1;
+  }
+  if (phase != 0) {
+    out = CodedOutputStream::WriteTagToArray(kCommandPhaseTag, out);
+    out = CodedOutputStream::WriteVarint32ToArray(phase, out);
   }
   return buffer;
 }

@@ -31,7 +31,11 @@ static_assert(Same(Error::kKernelNotImplementedError,
                    proto::KERNEL_NOT_IMPLEMENTED_ERROR));
 static_assert(Same(Error::kKernelLinAlgError, proto::KERNEL_LINALG_ERROR));
 static_assert(Same(Error::kSyncTimeout, proto::SYNC_TIMEOUT));
-static_assert(static_cast<int>(Error::kSyncTimeout) + 1 ==
+static_assert(Same(Error::kIllegalAddress, proto::ILLEGAL_ADDRESS));
+static_assert(Same(Error::kEccUncorrectable, proto::ECC_UNCORRECTABLE));
+static_assert(Same(Error::kDeviceFault, proto::DEVICE_FAULT));
+static_assert(Same(Error::kCopyFailure, proto::COPY_FAILURE));
+static_assert(static_cast<int>(Error::kCopyFailure) + 1 ==
                   proto::ErrorCode_ARRAYSIZE,
               "runtime.h's Error must list every proto::ErrorCode");
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "data_plane/error_codes.h"
 #include "runtime_client/command_encoding.h"
+#include "runtime_client/command_phase.h"
 #include "runtime_client/sync_timeout.h"
 #include "runtime_client/thread_state.h"
 
@@ -139,6 +140,7 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
                                                Encoder encode) {
   absl::Status alive = liveness_.Check();
   if (!alive.ok()) return alive;
+  if (absl::Status sticky = StickyError(); !sticky.ok()) return sticky;
   if (IsFaulted(stream)) return TakeStreamError(stream);
   const uint64_t sequence =
       stream.last_submitted.load(std::memory_order_relaxed) + 1;
@@ -179,6 +181,8 @@ absl::StatusOr<uint64_t> Session::SubmitCommand(StreamContext& stream,
                                                 proto::Command* command) {
   return Submit(stream, [command](uint64_t sequence) {
     command->set_sequence(sequence);
+    command->set_phase(
+        static_cast<proto::CommandPhase>(ThreadCommandPhase()));
     return EncodeCommand(*command);
   });
 }
@@ -358,6 +362,14 @@ absl::Status Session::Detach() {
   }
   liveness_.MarkDetached();
   return result;
+}
+
+absl::Status Session::StickyError() const {
+  std::string message;
+  const uint32_t code = ReadStickyError(view_.header(), &message);
+  if (code == 0) return absl::OkStatus();
+  return MakeError(static_cast<Error>(ErrorInfo(static_cast<int>(code)).code),
+                   absl::StrCat("openreg: ", message));
 }
 
 }  // namespace openreg::client

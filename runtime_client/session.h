@@ -56,6 +56,10 @@ class Session {
 
   // kDeviceLost once the daemon is gone (sticky); see DaemonLiveness.
   absl::Status CheckAlive() { return liveness_.Check(); }
+  // The session's sticky error (an injected illegal address or ECC error
+  // the daemon published in the segment header), else OK. Every submit
+  // checks it, so every later call fails at the call.
+  absl::Status StickyError() const;
 
   // ---- Devices
   // kInvalidDevice (with the daemon's device count) when out of range.

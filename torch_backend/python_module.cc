@@ -11,6 +11,7 @@
 #include "data_plane/device_address.h"
 #include "openreg/launch.h"
 #include "openreg/runtime.h"
+#include "torch_backend/fault_bindings.h"
 #include "torch_backend/device_allocator.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/generator.h"
@@ -55,6 +56,13 @@ py::dict DaemonStats() {
     entry["kernels_executed"] = device.kernels_executed();
     entry["copies_executed"] = device.copies_executed();
     entry["kernel_failures"] = device.kernel_failures();
+    entry["state"] = device.state();
+    py::dict fired;
+    for (const auto& [model, count] : device.faults_fired()) {
+      fired[py::str(model)] = count;
+    }
+    entry["faults_fired"] = fired;
+    entry["corrected_errors"] = device.corrected_errors();
     devices.append(entry);
   }
   py::list sessions;
@@ -158,6 +166,7 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("fraction"), py::arg("device"));
   m.def("_daemon_stats", &DaemonStats);
+  RegisterFaultBindings(m);
   // Streams, for torch.openreg.streams (the device guard's thread-local
   // current streams and the per-device stream pools).
   m.def(

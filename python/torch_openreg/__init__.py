@@ -10,7 +10,8 @@ socket), spawning one unless OPENREG_AUTOSPAWN=0.
 import os
 import warnings
 
-__all__ = ["block_op", "blocked_ops", "daemon_binary", "unblock_op"]
+__all__ = ["block_op", "blocked_ops", "ctl_binary", "daemon_binary",
+           "unblock_op"]
 from torch_openreg._version import __version__
 
 _loaded = False
@@ -22,6 +23,12 @@ def daemon_binary():
         "OPENREG_DAEMON_BINARY",
         os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin",
                      "openreg-daemon"))
+
+
+def ctl_binary():
+    """Path of the packaged openreg-ctl binary."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin",
+                        "openreg-ctl")
 
 
 def block_op(name):
@@ -63,6 +70,8 @@ def _load():
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     from torch_openreg import dynamo
     dynamo.install()  # Dynamo's DeviceInterface, when Dynamo is imported
+    from torch_openreg.openreg import faults
+    faults._install_phase_hooks()
     _loaded = True
 
 

@@ -1,4 +1,5 @@
-"""Console script `openreg-daemon`: runs the packaged daemon binary."""
+"""Console scripts `openreg-daemon` and `openreg-ctl`: run the packaged
+binaries."""
 
 import os
 import sys
@@ -10,6 +11,15 @@ def main():
     binary = daemon_binary()
     if not os.access(binary, os.X_OK):
         sys.exit(f"openreg-daemon: {binary} is missing; reinstall torch_openreg")
+    os.execv(binary, [binary] + sys.argv[1:])
+
+
+def ctl_main():
+    from torch_openreg import ctl_binary
+
+    binary = ctl_binary()
+    if not os.access(binary, os.X_OK):
+        sys.exit(f"openreg-ctl: {binary} is missing; reinstall torch_openreg")
     os.execv(binary, [binary] + sys.argv[1:])
 
 

@@ -26,11 +26,14 @@ class RecordingOpRunner : public OpRunner {
   };
 
   absl::Status Run(const StreamContext& context, const proto::LaunchOp& op,
-                   uint64_t sequence) override {
+                   uint64_t sequence, WrittenTensors* written) override {
     absl::MutexLock lock(&mutex_);
     calls_.push_back({op.name(), sequence, context.device});
     if (op.name() == "fake::fails") {
       return KernelFailureError("fake::fails failed: as asked");
+    }
+    if (written != nullptr) {
+      written->assign(op.outputs().begin(), op.outputs().end());
     }
     return absl::OkStatus();
   }

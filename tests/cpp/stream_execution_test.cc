@@ -127,9 +127,10 @@ proto::Command LaunchCommand(const std::string& name,
 }
 
 // Fails "test::fail" launches always and aten::add launches on demand.
-class InjectingHook : public FaultHook {
+class InjectingHook : public NoFaults {
  public:
-  absl::Status BeforeCommand(const Session&, uint32_t stream_slot,
+  bool active() const override { return true; }
+  absl::Status BeforeCommand(const StreamContext&,
                              const proto::Command& command) override {
     if (command.has_launch() && command.launch().name() == "test::fail") {
       return KernelFailureError("injected failure");
@@ -138,7 +139,6 @@ class InjectingHook : public FaultHook {
         fail_adds_) {
       return MakeError(proto::DEVICE_LOST, "injected device loss");
     }
-    (void)stream_slot;
     return absl::OkStatus();
   }
   bool fail_adds_ = false;

@@ -15,6 +15,7 @@
 #include <torch/library.h>
 
 #include "data_plane/tensor_extent.h"
+#include "torch_backend/command_phase.h"
 #include "torch_backend/device_allocator.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/hooks.h"
@@ -235,6 +236,7 @@ void CopyPinned(void* dst, const void* src, size_t nbytes, MemcpyKind kind,
                 bool non_blocking) {
   const c10::Stream stream = CurrentStream(device);
   const StreamId stream_id = static_cast<StreamId>(stream.id());
+  StampCommandPhase();
   OPENREG_CHECK(MemcpyAsync(dst, src, nbytes, kind, stream_id));
   if (non_blocking) {
     RecordPinnedUse(pinned, stream);

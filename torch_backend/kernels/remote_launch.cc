@@ -5,6 +5,7 @@
 
 #include "op_codec/kernel_settings.h"
 #include "openreg/launch.h"
+#include "torch_backend/command_phase.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/generator.h"
 #include "torch_backend/op_encoding.h"
@@ -21,7 +22,10 @@ bool LaunchBlocking() {
   return blocking;
 }
 
+// Every launch and copy asks for its stream here: the one place that also
+// stamps the phase of training on the command.
 StreamId CurrentStreamId(c10::DeviceIndex device) {
+  StampCommandPhase();
   return static_cast<StreamId>(CurrentStream(device).id());
 }
 

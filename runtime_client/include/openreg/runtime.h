@@ -41,6 +41,12 @@ enum class Error : int {
   kKernelNotImplementedError = 16,
   kKernelLinAlgError = 17,
   kSyncTimeout = 18,  // a synchronizing call outlived SetSyncTimeout's limit
+  // Injected faults (openreg/faults.h). Sticky: every later call of the
+  // session fails with the same error until the process exits.
+  kIllegalAddress = 19,
+  kEccUncorrectable = 20,
+  kDeviceFault = 21,  // the device is in the FAULT state until reset
+  kCopyFailure = 22,
 };
 
 // "invalid value", "out of memory", ...

@@ -1,0 +1,262 @@
+// openreg-ctl: talks to a running openreg-daemon's control service.
+//
+//   openreg-ctl [--socket=PATH] [--json] COMMAND
+//     fault add PLAN_FILE | fault add --spec='JSON'
+//     fault list | fault clear [ID...] | fault log [--since=N]
+//     device reset N
+//     profile
+//     stats
+//
+// Faults armed here have no client session, so each must be daemon-wide or
+// name a pid (docs/FAULT_INJECTION.md). Exit status: 0 on success, 1 when
+// the daemon refused the request, 2 for a bad command line.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "data_plane/error_codes.h"
+#include "data_plane/socket_path.h"
+#include "fault_injection/fault_plan.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "protos/control.grpc.pb.h"
+
+ABSL_FLAG(std::string, socket, "",
+          "The daemon's control socket (default: $OPENREG_DAEMON_SOCKET, "
+          "else the default socket path).");
+ABSL_FLAG(bool, json, false, "Print replies as JSON (protobuf field names).");
+ABSL_FLAG(std::string, spec, "",
+          "fault add: the plan or fault as JSON text instead of a file.");
+ABSL_FLAG(uint64_t, since, 0, "fault log: first record index to print.");
+
+namespace openreg::ctl {
+namespace {
+
+constexpr int kRefused = 1;
+constexpr int kUsage = 2;
+
+using Stub = proto::DeviceDaemon::Stub;
+
+int Usage(const std::string& why) {
+  std::cerr << "openreg-ctl: " << why << "\n"
+            << absl::ProgramUsageMessage() << "\n";
+  return kUsage;
+}
+
+std::string Json(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  // Printing a valid message cannot fail.
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+// Prints the reply (as JSON with --json, else via `print`) or the refusal.
+template <typename Reply, typename Print>
+int Finish(const grpc::Status& transport, const Reply& reply, Print print) {
+  if (!transport.ok()) {
+    std::cerr << "openreg-ctl: cannot reach the daemon: "
+              << transport.error_message() << "\n";
+    return kRefused;
+  }
+  if (reply.status().code() != proto::OK) {
+    std::cerr << "openreg-ctl: " << ErrorInfo(reply.status().code()).name
+              << ": " << reply.status().message() << "\n";
+    return kRefused;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::cout << Json(reply) << "\n";
+  } else {
+    print();
+  }
+  return 0;
+}
+
+int FaultAdd(Stub& stub, const std::vector<char*>& args) {
+  absl::StatusOr<proto::FaultPlan> plan;
+  if (!absl::GetFlag(FLAGS_spec).empty()) {
+    plan = faults::ParseFaultPlan(absl::GetFlag(FLAGS_spec));
+  } else if (args.size() == 1) {
+    plan = faults::ReadFaultPlanFile(args[0]);
+  } else {
+    return Usage("fault add needs a plan file or --spec='{...}'");
+  }
+  if (!plan.ok()) {
+    std::cerr << "openreg-ctl: " << plan.status().message() << "\n";
+    return kUsage;
+  }
+  proto::ArmFaultsRequest request;
+  *request.mutable_plan() = *plan;
+  proto::ArmFaultsReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.ArmFaults(&context, request, &reply);
+  return Finish(status, reply, [&] {
+    std::cout << "armed " << absl::StrJoin(reply.ids(), ", ") << "\n";
+  });
+}
+
+int FaultList(Stub& stub) {
+  proto::ListFaultsReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status =
+      stub.ListFaults(&context, proto::ListFaultsRequest(), &reply);
+  return Finish(status, reply, [&] {
+    if (reply.faults().empty()) std::cout << "no faults armed\n";
+    for (const proto::ArmedFault& fault : reply.faults()) {
+      std::cout << fault.id() << "  " << faults::ModelName(fault.spec())
+                << "  matches " << fault.matches() << "  fired "
+                << fault.fired()
+                << (fault.session_id() != 0
+                        ? absl::StrCat("  session ", fault.session_id())
+                        : "  daemon-wide")
+                << "  " << Json(fault.spec().trigger()) << "\n";
+    }
+  });
+}
+
+int FaultClear(Stub& stub, const std::vector<char*>& args) {
+  proto::DisarmFaultsRequest request;
+  for (const char* arg : args) {
+    uint32_t id = 0;
+    if (!absl::SimpleAtoi(arg, &id)) {
+      return Usage(absl::StrCat("fault clear: '", arg, "' is not a fault id"));
+    }
+    request.add_ids(id);
+  }
+  proto::DisarmFaultsReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.DisarmFaults(&context, request, &reply);
+  return Finish(status, reply,
+                [&] { std::cout << "disarmed " << reply.disarmed() << "\n"; });
+}
+
+int FaultLog(Stub& stub) {
+  proto::GetFaultLogRequest request;
+  request.set_since_index(absl::GetFlag(FLAGS_since));
+  proto::GetFaultLogReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.GetFaultLog(&context, request, &reply);
+  return Finish(status, reply, [&] {
+    for (const proto::FaultRecord& record : reply.records()) {
+      std::cout << record.index() << "  fault " << record.fault_id() << " ("
+                << record.model() << ")  pid " << record.pid() << "  openreg:"
+                << record.device() << " stream " << record.stream() << "  "
+                << record.command() << " [" << record.phase() << "]  "
+                << record.message();
+      if (!record.value_before().empty()) {
+        std::cout << "  element " << record.element() << " bits "
+                  << absl::StrJoin(record.bits(), ",") << ": "
+                  << record.value_before() << " -> " << record.value_after();
+      }
+      std::cout << "\n";
+    }
+    if (reply.dropped() != 0) {
+      std::cout << reply.dropped() << " older records were dropped\n";
+    }
+  });
+}
+
+int DeviceReset(Stub& stub, const std::vector<char*>& args) {
+  int device = -1;
+  if (args.size() != 1 || !absl::SimpleAtoi(args[0], &device)) {
+    return Usage("device reset needs one device index");
+  }
+  proto::ResetDeviceRequest request;
+  request.set_device(device);
+  proto::ResetDeviceReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.ResetDevice(&context, request, &reply);
+  return Finish(status, reply, [&] {
+    std::cout << "openreg:" << device << " reset (its memory is lost)\n";
+  });
+}
+
+int Profile(Stub& stub) {
+  proto::GetCommandProfileReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.GetCommandProfile(
+      &context, proto::GetCommandProfileRequest(), &reply);
+  return Finish(status, reply, [&] {
+    if (!reply.enabled()) {
+      std::cout << "profiling is off (start the daemon with "
+                   "--profile_commands)\n";
+    }
+    for (const proto::CommandCount& count : reply.counts()) {
+      std::cout << "openreg:" << count.device() << "  " << count.kind()
+                << "  " << count.op() << "  " << count.phase() << "  "
+                << count.count() << "\n";
+    }
+  });
+}
+
+int Stats(Stub& stub) {
+  proto::GetStatsReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status =
+      stub.GetStats(&context, proto::GetStatsRequest(), &reply);
+  return Finish(status, reply, [&] {
+    for (const proto::DeviceStats& device : reply.devices()) {
+      std::cout << "openreg:" << device.device() << "  " << device.state()
+                << "  allocated " << device.allocated_bytes() << " of "
+                << device.total_bytes() << " bytes  kernels "
+                << device.kernels_executed() << "  failures "
+                << device.kernel_failures() << "  corrected errors "
+                << device.corrected_errors();
+      for (const auto& [model, count] : device.faults_fired()) {
+        std::cout << "  " << model << " " << count;
+      }
+      std::cout << "\n";
+    }
+    std::cout << reply.sessions_size() << " sessions attached\n";
+  });
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "openreg-ctl [--socket=PATH] [--json] COMMAND\n"
+      "  fault add PLAN_FILE | fault add --spec='JSON'\n"
+      "  fault list | fault clear [ID...] | fault log [--since=N]\n"
+      "  device reset N\n"
+      "  profile\n"
+      "  stats");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  args.erase(args.begin());  // the program name
+  if (args.empty()) return Usage("no command");
+  std::string socket = absl::GetFlag(FLAGS_socket);
+  if (socket.empty() && std::getenv("OPENREG_DAEMON_SOCKET") != nullptr) {
+    socket = std::getenv("OPENREG_DAEMON_SOCKET");
+  }
+  if (socket.empty()) socket = DefaultDaemonSocketPath();
+  auto channel = grpc::CreateChannel("unix:" + socket,
+                                     grpc::InsecureChannelCredentials());
+  std::unique_ptr<Stub> stub = proto::DeviceDaemon::NewStub(channel);
+  const std::string command = args[0];
+  const std::string verb = args.size() > 1 ? args[1] : "";
+  const std::vector<char*> rest(args.begin() + std::min<size_t>(2, args.size()),
+                                args.end());
+  if (command == "fault" && verb == "add") return FaultAdd(*stub, rest);
+  if (command == "fault" && verb == "list") return FaultList(*stub);
+  if (command == "fault" && verb == "clear") return FaultClear(*stub, rest);
+  if (command == "fault" && verb == "log") return FaultLog(*stub);
+  if (command == "device" && verb == "reset") return DeviceReset(*stub, rest);
+  if (command == "profile" && args.size() == 1) return Profile(*stub);
+  if (command == "stats" && args.size() == 1) return Stats(*stub);
+  return Usage(absl::StrCat("unknown command '", absl::StrJoin(args, " "),
+                            "'"));
+}
+
+}  // namespace
+}  // namespace openreg::ctl
+
+int main(int argc, char** argv) { return openreg::ctl::Main(argc, argv); }

@@ -1,0 +1,72 @@
+#include "torch_backend/fault_bindings.h"
+
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "google/protobuf/util/json_util.h"
+#include "openreg/faults.h"
+#include "torch_backend/command_phase.h"
+#include "torch_backend/runtime_error.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+namespace py = pybind11;
+
+std::string ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  std::string json;
+  // Printing a valid message cannot fail.
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
+std::vector<uint32_t> Arm(const std::string& plan_json) {
+  std::vector<uint32_t> ids;
+  OPENREG_CHECK(ArmFaultsFromJson(plan_json, &ids));
+  return ids;
+}
+
+uint32_t Disarm(const std::vector<uint32_t>& ids) {
+  uint32_t disarmed = 0;
+  OPENREG_CHECK(DisarmFaults(ids, &disarmed));
+  return disarmed;
+}
+
+std::string List() {
+  proto::ListFaultsReply reply;
+  OPENREG_CHECK(ListFaults(&reply));
+  return ToJson(reply);
+}
+
+std::string Log(uint64_t since) {
+  proto::GetFaultLogReply reply;
+  OPENREG_CHECK(GetFaultLog(since, &reply));
+  return ToJson(reply);
+}
+
+std::string Profile() {
+  proto::GetCommandProfileReply reply;
+  OPENREG_CHECK(GetCommandProfile(&reply));
+  return ToJson(reply);
+}
+
+}  // namespace
+
+void RegisterFaultBindings(py::module& m) {
+  m.def("_arm_faults", &Arm, py::arg("plan_json"));
+  m.def("_disarm_faults", &Disarm, py::arg("ids"));
+  m.def("_list_faults", &List);
+  m.def("_fault_log", &Log, py::arg("since"));
+  m.def("_command_profile", &Profile);
+  m.def(
+      "_reset_device", [](int device) { OPENREG_CHECK(ResetDevice(device)); },
+      py::arg("device"));
+  m.def("_set_in_optimizer_step", &SetInOptimizerStep, py::arg("in_step"));
+}
+
+}  // namespace openreg::torch_backend
