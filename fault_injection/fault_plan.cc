@@ -201,11 +201,9 @@ absl::Status ValidateModel(const proto::FaultSpec& spec) {
 // Models whose trigger only makes sense on one kind of command.
 absl::Status ValidateKindForModel(const proto::FaultSpec& spec) {
   const absl::string_view natural = DefaultKind(spec);
-  const std::string& kind = spec.trigger().kind();
-  if (natural.empty() || kind.empty() || kind == natural) {
-    return absl::OkStatus();
-  }
-  return Invalid("trigger.kind",
+  const std::string kind = EffectiveKind(spec);
+  if (natural.empty() || kind == natural) return absl::OkStatus();
+  return Invalid(spec.trigger().kind().empty() ? "trigger.op" : "trigger.kind",
                  absl::StrCat(ModelName(spec), " acts on ", natural,
                               " commands, not \"", kind, "\""));
 }

@@ -270,6 +270,98 @@ def test_faults_target_the_backward_phase_only():
     assert {r.phase for r in faults.log(since)} == {"optimizer"}
 
 
+def test_a_copy_to_the_host_can_arrive_corrupted():
+    x = torch.zeros(16, dtype=torch.int64, device="openreg")
+    since = len(faults.log())
+    with faults.inject(faults.corrupt_copy(bits=[5], element=8),
+                       kind="copy", nth=1):
+        y = x.cpu()
+    [record] = faults.log(since)
+    assert record.command == "copy_device_to_host"
+    assert y.tolist() == [0, 1 << 5] + [0] * 14  # the 64-bit word at byte 8
+    assert x.cpu().tolist() == [0] * 16  # the device copy is intact
+
+
+def test_memory_at_rest_flips_a_word_of_a_live_allocation():
+    # A fresh process: its only device memory is the segment holding x.
+    result = child("""
+        import torch
+        from torch.openreg import faults
+        x = torch.zeros(1024, dtype=torch.int32, device="openreg")
+        torch.openreg.synchronize()
+        faults.arm(faults.corrupt_memory(bit_count=1, element=0), kind="copy",
+                   nth=1, seed=4)
+        y = x.cpu()
+        import os
+        [record] = [r for r in faults.log() if r.pid == os.getpid()]
+        print(record.model, record.element, len(record.bits))
+        bits = sum(bin(v & 0xffffffff).count("1") for v in y.tolist())
+        print("flipped bits in x:", bits, "in its first word:",
+              bool(y[0] != 0 or y[1] != 0))
+        """)
+    assert result.stdout.split("\n")[:2] == [
+        "corrupt_memory 0 1", "flipped bits in x: 1 in its first word: True"], \
+        result.stderr
+
+
+def test_a_stuck_memory_range_keeps_its_bit_after_every_command():
+    x = torch.zeros(8, dtype=torch.int32, device="openreg")
+    torch.openreg.synchronize()
+    faults.arm(faults.stuck_at(3, 1, address=x.data_ptr(), bytes=16,
+                               word_bytes=4), kind="kernel")
+    x.zero_()
+    assert x.cpu().tolist() == [8, 8, 8, 8, 0, 0, 0, 0]
+    x.fill_(1)
+    assert x.cpu().tolist() == [9, 9, 9, 9, 1, 1, 1, 1]
+
+
+def test_a_slowed_kernel_takes_longer_and_still_computes():
+    x = torch.ones(4, device="openreg")
+    (x + 1).cpu()
+    faults.arm(faults.slow(delay_seconds=0.3), op="aten::add", nth=1)
+    import time
+    start = time.monotonic()
+    y = (x + 1).cpu()
+    assert time.monotonic() - start >= 0.3
+    assert y.tolist() == [2.0] * 4
+
+
+def test_a_disconnect_drops_only_the_session_that_met_it():
+    result = child("""
+        import torch
+        from torch.openreg import faults
+        x = torch.ones(4, device="openreg")
+        (x + 1).cpu()
+        faults.arm(faults.disconnect(), op="aten::add", nth=1)
+        try:
+            (x + 1).cpu()
+            torch.openreg.synchronize()
+            print("survived")
+        except RuntimeError as error:
+            print("dropped")
+        """)
+    assert result.stdout.strip() == "dropped", result.stderr
+    assert torch.ones(2, device="openreg").sum().item() == 2.0
+
+
+def test_a_daemon_abort_is_a_lost_device_for_its_clients():
+    with Daemon(devices=1) as daemon:
+        result = run_python(textwrap.dedent("""
+            import torch
+            from torch.openreg import faults
+            x = torch.ones(4, device="openreg")
+            (x + 1).cpu()
+            faults.arm(faults.daemon_abort(), op="aten::add", nth=1)
+            try:
+                (x + 1).cpu()
+            except RuntimeError as error:
+                print("lost:", "lost" in str(error) or "died" in str(error))
+            """), daemon.env())
+        assert result.stdout.strip() == "lost: True", result.stderr
+        daemon.process.wait(timeout=30)
+        assert daemon.process.returncode == -6  # SIGABRT
+
+
 def test_malformed_specs_are_refused_naming_the_field_and_arm_nothing():
     before = faults.list()
     with pytest.raises(ValueError, match=r"trigger.probability: 2 is not in"):
