@@ -99,8 +99,10 @@ absl::Status CommandExecutor::Execute(const StreamContext& context,
   if (!health.usable()) return health.Check();
   FaultHook* hook = fault_hook_.load(std::memory_order_acquire);
   if (!hook->active()) return Dispatch(context, command, nullptr);
-  absl::Status status = hook->BeforeCommand(context, command);
+  bool run_after = false;
+  absl::Status status = hook->BeforeCommand(context, command, &run_after);
   if (!status.ok()) return status;
+  if (!run_after) return Dispatch(context, command, nullptr);
   WrittenTensors written;
   const absl::Time started = absl::Now();
   status = Dispatch(context, command, &written);

@@ -35,13 +35,15 @@ class FaultHook {
   // Called on the stream's thread before `command` runs (only when
   // active). A non-OK status fails the command with it instead of running
   // it. May block (a hung or slow device) but must return once
-  // `context.stop_requested()`.
+  // `context.stop_requested()`. Sets `*run_after` when it needs
+  // AfterCommand (collecting what a command wrote has a cost).
   virtual absl::Status BeforeCommand(const StreamContext& context,
-                                     const proto::Command& command) = 0;
+                                     const proto::Command& command,
+                                     bool* run_after) = 0;
 
   // Called on the same thread right after the command ran (only when
-  // BeforeCommand was called), with what it wrote, how long it ran and its
-  // result, which the hook may replace.
+  // BeforeCommand asked for it), with what it wrote, how long it ran and
+  // its result, which the hook may replace.
   virtual void AfterCommand(const StreamContext& context,
                             const proto::Command& command,
                             const WrittenTensors& written,
@@ -59,8 +61,8 @@ class FaultHook {
 class NoFaults : public FaultHook {
  public:
   bool active() const override { return false; }
-  absl::Status BeforeCommand(const StreamContext&,
-                             const proto::Command&) override {
+  absl::Status BeforeCommand(const StreamContext&, const proto::Command&,
+                             bool*) override {
     return absl::OkStatus();
   }
   void AfterCommand(const StreamContext&, const proto::Command&,

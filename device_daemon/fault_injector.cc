@@ -250,7 +250,8 @@ proto::FaultRecord FaultInjector::NewRecord(const Firing& firing,
 thread_local std::vector<FaultInjector::Firing> FaultInjector::after_command_;
 
 absl::Status FaultInjector::BeforeCommand(const StreamContext& context,
-                                          const proto::Command& command) {
+                                          const proto::Command& command,
+                                          bool* run_after) {
   after_command_.clear();
   const std::string name =
       command.has_launch() ? std::string() : CommandName(command);
@@ -264,6 +265,7 @@ absl::Status FaultInjector::BeforeCommand(const StreamContext& context,
       return status;
     }
   }
+  *run_after = !after_command_.empty();
   return absl::OkStatus();
 }
 

@@ -64,7 +64,8 @@ class FaultInjector : public FaultHook {
     return active_.load(std::memory_order_acquire);
   }
   absl::Status BeforeCommand(const StreamContext& context,
-                             const proto::Command& command) override;
+                             const proto::Command& command,
+                             bool* run_after) override;
   void AfterCommand(const StreamContext& context, const proto::Command& command,
                     const WrittenTensors& written, absl::Duration ran_for,
                     absl::Status* result) override;

@@ -49,17 +49,38 @@ bool FaultTrigger::OpMatches(absl::string_view name,
                              absl::string_view overload) const {
   const std::string& pattern = trigger_.op();
   if (pattern.empty()) return true;
-  if (op_is_glob_) {
-    const std::string full =
-        overload.empty() ? std::string(name) : absl::StrCat(name, ".", overload);
-    return fnmatch(pattern.c_str(), full.c_str(), 0) == 0 ||
-           fnmatch(pattern.c_str(), std::string(name).c_str(), 0) == 0;
-  }
+  if (op_is_glob_) return GlobMatches(name, overload);
   if (pattern == name) return true;  // every overload
   // "name.overload" without building it.
   return pattern.size() == name.size() + 1 + overload.size() &&
          absl::StartsWith(pattern, name) && pattern[name.size()] == '.' &&
          absl::EndsWith(pattern, overload) && !overload.empty();
+}
+
+bool FaultTrigger::GlobMatches(absl::string_view name,
+                               absl::string_view overload) const {
+  // A per-thread buffer: "name.overload", NUL-terminated for fnmatch,
+  // without allocating once warm.
+  thread_local std::string full;
+  full.assign(name.data(), name.size());
+  if (!overload.empty()) {
+    full.push_back('.');
+    full.append(overload.data(), overload.size());
+  }
+  {
+    absl::ReaderMutexLock lock(&glob_mutex_);
+    auto cached = glob_results_.find(full);
+    if (cached != glob_results_.end()) return cached->second;
+  }
+  const std::string& pattern = trigger_.op();
+  bool matched = fnmatch(pattern.c_str(), full.c_str(), 0) == 0;
+  if (!matched) {
+    const std::string bare(name);
+    matched = fnmatch(pattern.c_str(), bare.c_str(), 0) == 0;
+  }
+  absl::MutexLock lock(&glob_mutex_);
+  glob_results_.emplace(full, matched);
+  return matched;
 }
 
 bool FaultTrigger::Matches(const CommandFacts& facts) const {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -55,6 +56,7 @@ class FaultTrigger {
  private:
   bool Matches(const CommandFacts& facts) const;
   bool OpMatches(absl::string_view name, absl::string_view overload) const;
+  bool GlobMatches(absl::string_view name, absl::string_view overload) const;
 
   const proto::Trigger trigger_;
   const uint64_t seed_;
@@ -64,6 +66,12 @@ class FaultTrigger {
   const int phase_;         // -1 = any
   const bool op_is_glob_;
   const uint32_t times_;  // 0 = always
+
+  // Glob results by "name.overload": fnmatch per command would cost more
+  // than the command itself for small ops.
+  mutable absl::Mutex glob_mutex_;
+  mutable absl::flat_hash_map<std::string, bool> glob_results_
+      ABSL_GUARDED_BY(glob_mutex_);
 
   mutable absl::Mutex mutex_;
   uint64_t matches_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -130,8 +130,8 @@ proto::Command LaunchCommand(const std::string& name,
 class InjectingHook : public NoFaults {
  public:
   bool active() const override { return true; }
-  absl::Status BeforeCommand(const StreamContext&,
-                             const proto::Command& command) override {
+  absl::Status BeforeCommand(const StreamContext&, const proto::Command& command,
+                             bool*) override {
     if (command.has_launch() && command.launch().name() == "test::fail") {
       return KernelFailureError("injected failure");
     }
