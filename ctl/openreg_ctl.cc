@@ -150,10 +150,10 @@ int FaultLog(Stub& stub) {
   return Finish(status, reply, [&] {
     for (const proto::FaultRecord& record : reply.records()) {
       std::cout << record.index() << "  fault " << record.fault_id() << " ("
-                << record.model() << ")  pid " << record.pid() << "  openreg:"
-                << record.device() << " stream " << record.stream() << "  "
-                << record.command() << " [" << record.phase() << "]  "
-                << record.message();
+                << record.model() << ")  pid " << record.pid()
+                << "  openreg:" << record.device() << " stream "
+                << record.stream() << "  " << record.command() << " ["
+                << record.phase() << "]  " << record.message();
       if (!record.value_before().empty()) {
         std::cout << "  element " << record.element() << " bits "
                   << absl::StrJoin(record.bits(), ",") << ": "
@@ -193,9 +193,9 @@ int Profile(Stub& stub) {
                    "--profile_commands)\n";
     }
     for (const proto::CommandCount& count : reply.counts()) {
-      std::cout << "openreg:" << count.device() << "  " << count.kind()
-                << "  " << count.op() << "  " << count.phase() << "  "
-                << count.count() << "\n";
+      std::cout << "openreg:" << count.device() << "  " << count.kind() << "  "
+                << count.op() << "  " << count.phase() << "  " << count.count()
+                << "\n";
     }
   });
 }
@@ -238,8 +238,8 @@ int Main(int argc, char** argv) {
     socket = std::getenv("OPENREG_DAEMON_SOCKET");
   }
   if (socket.empty()) socket = DefaultDaemonSocketPath();
-  auto channel = grpc::CreateChannel("unix:" + socket,
-                                     grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
   std::unique_ptr<Stub> stub = proto::DeviceDaemon::NewStub(channel);
   const std::string command = args[0];
   const std::string verb = args.size() > 1 ? args[1] : "";
@@ -252,8 +252,8 @@ int Main(int argc, char** argv) {
   if (command == "device" && verb == "reset") return DeviceReset(*stub, rest);
   if (command == "profile" && args.size() == 1) return Profile(*stub);
   if (command == "stats" && args.size() == 1) return Stats(*stub);
-  return Usage(absl::StrCat("unknown command '", absl::StrJoin(args, " "),
-                            "'"));
+  return Usage(
+      absl::StrCat("unknown command '", absl::StrJoin(args, " "), "'"));
 }
 
 }  // namespace

@@ -106,8 +106,7 @@ absl::Status CommandExecutor::Execute(const StreamContext& context,
   WrittenTensors written;
   const absl::Time started = absl::Now();
   status = Dispatch(context, command, &written);
-  hook->AfterCommand(context, command, written, absl::Now() - started,
-                     &status);
+  hook->AfterCommand(context, command, written, absl::Now() - started, &status);
   return status;
 }
 

@@ -35,8 +35,7 @@ void WithSession(SessionRegistry* registry, const proto::SessionRef& ref,
 }  // namespace
 
 ControlService::ControlService(Devices* devices, SessionRegistry* registry,
-                               FaultInjector* faults,
-                               std::string attach_socket)
+                               FaultInjector* faults, std::string attach_socket)
     : devices_(devices),
       registry_(registry),
       faults_(faults),
@@ -245,8 +244,7 @@ grpc::Status ControlService::ArmFaults(grpc::ServerContext*,
 grpc::Status ControlService::DisarmFaults(
     grpc::ServerContext*, const proto::DisarmFaultsRequest* request,
     proto::DisarmFaultsReply* reply) {
-  const std::vector<uint32_t> ids(request->ids().begin(),
-                                  request->ids().end());
+  const std::vector<uint32_t> ids(request->ids().begin(), request->ids().end());
   auto disarm = [&](uint64_t session_id) -> absl::Status {
     absl::StatusOr<uint32_t> count = faults_->Disarm(ids, session_id);
     if (!count.ok()) return count.status();

@@ -104,13 +104,11 @@ std::vector<uint32_t> CorruptElement(char* element, int width_bytes,
     const uint32_t high = std::min(
         corruption.has_max_bit() ? corruption.max_bit() : width - 1, width - 1);
     const uint32_t span = high - low + 1;
-    const uint32_t count =
-        std::min(std::max(corruption.bit_count(), 1u), span);
+    const uint32_t count = std::min(std::max(corruption.bit_count(), 1u), span);
     if (corruption.burst()) {
       const uint32_t first =
-          low + static_cast<uint32_t>(
-                    std::uniform_int_distribution<uint32_t>(0, span - count)(
-                        rng));
+          low + static_cast<uint32_t>(std::uniform_int_distribution<uint32_t>(
+                    0, span - count)(rng));
       for (uint32_t i = 0; i < count; ++i) bits.push_back(first + i);
     } else {
       // `count` distinct positions from [low, high].
@@ -138,8 +136,7 @@ bool ForceBit(char* element, int width_bytes, uint32_t bit, bool value) {
   return true;
 }
 
-std::string FormatElement(const char* element, int width_bytes,
-                          int32_t dtype) {
+std::string FormatElement(const char* element, int width_bytes, int32_t dtype) {
   switch (dtype) {
     case kFloat:
       return absl::StrFormat("%.9g", Load<float>(element));
@@ -196,7 +193,8 @@ std::optional<int64_t> ElementOffset(const proto::TensorRef& tensor,
     if (size <= 0) return std::nullopt;
     const int64_t coordinate = remaining % size;
     remaining /= size;
-    const int64_t stride = dim < tensor.strides_size() ? tensor.strides(dim) : 0;
+    const int64_t stride =
+        dim < tensor.strides_size() ? tensor.strides(dim) : 0;
     offset += coordinate * stride;
   }
   if (remaining != 0) return std::nullopt;

@@ -27,14 +27,14 @@ absl::Status DeviceHealth::Check() const {
     absl::MutexLock lock(&mutex_);
     cause = cause_;
   }
-  const std::string recovery = absl::StrCat(
-      "; reset it with `openreg-ctl device reset ", device_,
-      "` or torch.openreg.faults.reset_device(", device_,
-      ") (memory held on it is lost)");
+  const std::string recovery =
+      absl::StrCat("; reset it with `openreg-ctl device reset ", device_,
+                   "` or torch.openreg.faults.reset_device(", device_,
+                   ") (memory held on it is lost)");
   if (current == DeviceState::kLost) {
-    return MakeError(proto::DEVICE_LOST,
-                     absl::StrCat("openreg:", device_, " was lost (", cause,
-                                  ")", recovery));
+    return MakeError(
+        proto::DEVICE_LOST,
+        absl::StrCat("openreg:", device_, " was lost (", cause, ")", recovery));
   }
   return MakeError(proto::DEVICE_FAULT,
                    absl::StrCat("openreg:", device_, " is in the FAULT state (",

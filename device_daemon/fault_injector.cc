@@ -32,8 +32,8 @@ struct FaultInjector::ArmedFault {
 
   // "injected fault 'name' (model, fault 3)": how errors and logs name it.
   std::string Describe() const {
-    return absl::StrCat("injected fault '", name, "' (", model, ", fault ",
-                        id, ")");
+    return absl::StrCat("injected fault '", name, "' (", model, ", fault ", id,
+                        ")");
   }
 
   const uint32_t id;
@@ -136,10 +136,10 @@ absl::StatusOr<std::vector<uint32_t>> FaultInjector::Arm(
   for (const proto::FaultSpec& spec : plan.faults()) {
     if (spec.trigger().has_device() &&
         !devices_->IsValid(spec.trigger().device())) {
-      return MakeError(proto::INVALID_DEVICE,
-                       absl::StrCat("trigger.device: the daemon has ",
-                                    devices_->count(), " devices, not ",
-                                    spec.trigger().device() + 1));
+      return MakeError(
+          proto::INVALID_DEVICE,
+          absl::StrCat("trigger.device: the daemon has ", devices_->count(),
+                       " devices, not ", spec.trigger().device() + 1));
     }
   }
   const uint64_t session_id = session != nullptr ? session->id() : 0;
@@ -164,10 +164,9 @@ absl::StatusOr<uint32_t> FaultInjector::Disarm(const std::vector<uint32_t>& ids,
     return session_id == 0 || fault.trigger.session_id() == session_id;
   };
   for (uint32_t id : ids) {
-    const bool found =
-        std::any_of(faults_.begin(), faults_.end(), [&](const auto& fault) {
-          return fault->id == id && owned(*fault);
-        });
+    const bool found = std::any_of(
+        faults_.begin(), faults_.end(),
+        [&](const auto& fault) { return fault->id == id && owned(*fault); });
     if (!found) {
       return MakeError(
           proto::INVALID_HANDLE,
@@ -177,14 +176,14 @@ absl::StatusOr<uint32_t> FaultInjector::Disarm(const std::vector<uint32_t>& ids,
     }
   }
   const size_t before = faults_.size();
-  faults_.erase(
-      std::remove_if(faults_.begin(), faults_.end(),
-                     [&](const auto& fault) {
-                       if (!owned(*fault)) return false;
-                       return ids.empty() || std::find(ids.begin(), ids.end(),
-                                                       fault->id) != ids.end();
-                     }),
-      faults_.end());
+  faults_.erase(std::remove_if(faults_.begin(), faults_.end(),
+                               [&](const auto& fault) {
+                                 if (!owned(*fault)) return false;
+                                 return ids.empty() ||
+                                        std::find(ids.begin(), ids.end(),
+                                                  fault->id) != ids.end();
+                               }),
+                faults_.end());
   UpdateActive();
   return static_cast<uint32_t>(before - faults_.size());
 }
@@ -293,9 +292,9 @@ absl::Status FaultInjector::BeforeAllocate(Session& session, int device,
   if (profile_commands_) profile_.Count(facts);
   std::vector<Firing> unused_after;
   for (const Firing& firing : Evaluate(facts)) {
-    absl::Status status = FireBefore(firing, facts, /*context=*/nullptr,
-                                     session, /*command=*/nullptr,
-                                     &unused_after);
+    absl::Status status =
+        FireBefore(firing, facts, /*context=*/nullptr, session,
+                   /*command=*/nullptr, &unused_after);
     if (!status.ok()) {
       if (ErrorCodeOf(status) == proto::OUT_OF_MEMORY) {
         absl::MutexLock lock(&mutex_);
@@ -334,11 +333,11 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
       CorruptMemoryAtRest(firing, facts, session);
       return absl::OkStatus();
     case proto::FaultSpec::kKernelFailure: {
-      const std::string message =
-          absl::StrCat(what, ": launch failure of ", Where(facts),
-                       " (like cudaErrorLaunchFailure)",
-                       fault.spec.kernel_failure().message().empty() ? "" : ": ",
-                       fault.spec.kernel_failure().message());
+      const std::string message = absl::StrCat(
+          what, ": launch failure of ", Where(facts),
+          " (like cudaErrorLaunchFailure)",
+          fault.spec.kernel_failure().message().empty() ? "" : ": ",
+          fault.spec.kernel_failure().message());
       logged(message);
       return KernelFailureError(message);
     }
@@ -379,9 +378,10 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
     case proto::FaultSpec::kDeviceFault:
     case proto::FaultSpec::kDeviceLost: {
       const bool lost = fault.spec.has_device_lost();
-      logged(absl::StrCat("openreg:", facts.device,
-                          lost ? " fell off the bus" : " entered the FAULT state",
-                          " at ", Where(facts)));
+      logged(
+          absl::StrCat("openreg:", facts.device,
+                       lost ? " fell off the bus" : " entered the FAULT state",
+                       " at ", Where(facts)));
       DeviceHealth& health = devices_->health(facts.device);
       health.Enter(lost ? DeviceState::kLost : DeviceState::kFault,
                    absl::StrCat(what, " at ", Where(facts)));
@@ -405,19 +405,17 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
     }
     case proto::FaultSpec::kHang: {
       const double seconds = fault.spec.hang().seconds();
-      logged(absl::StrCat(Where(facts), " hangs ",
-                          seconds == 0 ? "forever"
-                                       : absl::StrCat("for ", seconds, " s")));
-      SleepUnlessStopped(context, seconds == 0
-                                      ? absl::InfiniteDuration()
-                                      : absl::Seconds(seconds));
+      logged(absl::StrCat(
+          Where(facts), " hangs ",
+          seconds == 0 ? "forever" : absl::StrCat("for ", seconds, " s")));
+      SleepUnlessStopped(context, seconds == 0 ? absl::InfiniteDuration()
+                                               : absl::Seconds(seconds));
       return absl::OkStatus();
     }
     case proto::FaultSpec::kSlow: {
       const proto::Slow& slow = fault.spec.slow();
-      logged(absl::StrCat(Where(facts), " slowed (delay ",
-                          slow.delay_seconds(), " s, factor ", slow.factor(),
-                          ")"));
+      logged(absl::StrCat(Where(facts), " slowed (delay ", slow.delay_seconds(),
+                          " s, factor ", slow.factor(), ")"));
       if (slow.delay_seconds() > 0) {
         SleepUnlessStopped(context, absl::Seconds(slow.delay_seconds()));
       }
@@ -436,8 +434,7 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
 void FaultInjector::AfterCommand(const StreamContext& context,
                                  const proto::Command& command,
                                  const WrittenTensors& written,
-                                 absl::Duration ran_for,
-                                 absl::Status* result) {
+                                 absl::Duration ran_for, absl::Status* result) {
   if (after_command_.empty()) return;
   const std::vector<Firing> firings = std::move(after_command_);
   after_command_.clear();
@@ -482,8 +479,8 @@ void FaultInjector::CorruptWritten(const Firing& firing,
   } else if (fault.spec.trigger().has_output()) {
     output = static_cast<int>(fault.spec.trigger().output());
   } else {
-    output = static_cast<int>(std::uniform_int_distribution<size_t>(
-        0, written.size() - 1)(rng));
+    output = static_cast<int>(
+        std::uniform_int_distribution<size_t>(0, written.size() - 1)(rng));
   }
   if (output >= static_cast<int>(written.size())) {
     record.set_message(absl::StrCat("nothing to corrupt: the command wrote ",
@@ -531,12 +528,12 @@ void FaultInjector::CorruptWritten(const Firing& firing,
     absl::StatusOr<PinnedRange> pinned = session.PinRange(
         tensor.address() + static_cast<uint64_t>(*offset * width), width);
     if (!pinned.ok()) {
-      record.set_message(absl::StrCat("could not corrupt: ",
-                                      pinned.status().message()));
+      record.set_message(
+          absl::StrCat("could not corrupt: ", pinned.status().message()));
       break;
     }
-    const std::string before = FormatElement(pinned->data, width,
-                                             tensor.dtype());
+    const std::string before =
+        FormatElement(pinned->data, width, tensor.dtype());
     std::vector<uint32_t> bits;
     if (stuck) {
       const proto::StuckAt& stuck_at = fault.spec.stuck_at();
@@ -603,7 +600,8 @@ void FaultInjector::CorruptCopyDestination(const Firing& firing,
           data = host_range.data;
         }
       } else if (copy.staging_offset() <= session.limits().staging_bytes &&
-                 size <= session.limits().staging_bytes - copy.staging_offset()) {
+                 size <=
+                     session.limits().staging_bytes - copy.staging_offset()) {
         data = session.staging() + copy.staging_offset();
       }
       break;
@@ -641,8 +639,8 @@ void FaultInjector::CorruptCopyDestination(const Firing& firing,
   }
   record.set_value_after(FormatElement(data + offset, width, -1));
   record.set_message(absl::StrCat("corrupted the ", width,
-                                  "-byte word at byte ", offset, " of a ",
-                                  size, "-byte ", record.command()));
+                                  "-byte word at byte ", offset, " of a ", size,
+                                  "-byte ", record.command()));
   log_.Append(std::move(record));
 }
 
@@ -660,9 +658,10 @@ void FaultInjector::CorruptMemoryAtRest(const Firing& firing,
     }
   }
   if (buffers.empty()) {
-    record.set_message(absl::StrCat("nothing to corrupt: the session holds no "
-                                    "memory on openreg:",
-                                    facts.device));
+    record.set_message(
+        absl::StrCat("nothing to corrupt: the session holds no "
+                     "memory on openreg:",
+                     facts.device));
     log_.Append(std::move(record));
     return;
   }
@@ -693,10 +692,10 @@ void FaultInjector::CorruptMemoryAtRest(const Firing& firing,
     record.add_bits(bit);
   }
   record.set_value_after(FormatElement(data, width, -1));
-  record.set_message(absl::StrCat("corrupted memory at rest: the ", width,
-                                  "-byte word at ", absl::StrFormat("0x%x", buffer.address() + offset),
-                                  " (byte ", offset, " of a ", buffer.size(),
-                                  "-byte allocation)"));
+  record.set_message(absl::StrCat(
+      "corrupted memory at rest: the ", width, "-byte word at ",
+      absl::StrFormat("0x%x", buffer.address() + offset), " (byte ", offset,
+      " of a ", buffer.size(), "-byte allocation)"));
   log_.Append(std::move(record));
 }
 
@@ -726,10 +725,10 @@ void FaultInjector::EnforceStuckRange(const Firing& firing,
   record.set_dtype("bytes");
   record.set_element(first_changed);
   record.add_bits(stuck.bit());
-  record.set_message(absl::StrCat("stuck bit ", stuck.bit(), " = ",
-                                  stuck.value(), " changed ", changed,
-                                  " word(s) in [", absl::StrFormat("0x%x", stuck.address()), ", +",
-                                  stuck.bytes(), ") after ", record.command()));
+  record.set_message(absl::StrCat(
+      "stuck bit ", stuck.bit(), " = ", stuck.value(), " changed ", changed,
+      " word(s) in [", absl::StrFormat("0x%x", stuck.address()), ", +",
+      stuck.bytes(), ") after ", record.command()));
   log_.Append(std::move(record));
 }
 

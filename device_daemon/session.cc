@@ -110,10 +110,10 @@ void Session::MakeSticky(const absl::Status& error) {
   if (has_sticky_error_.load(std::memory_order_relaxed)) return;
   sticky_error_ = error;
   has_sticky_error_.store(true, std::memory_order_release);
-  PublishStickyError(reinterpret_cast<SessionHeader*>(base_),
-                     static_cast<uint32_t>(ErrorCodeOf(error)),
-                     std::string_view(error.message().data(),
-                                      error.message().size()));
+  PublishStickyError(
+      reinterpret_cast<SessionHeader*>(base_),
+      static_cast<uint32_t>(ErrorCodeOf(error)),
+      std::string_view(error.message().data(), error.message().size()));
 }
 
 absl::Status Session::StickyError() const {
@@ -242,8 +242,8 @@ absl::StatusOr<PinnedRange> Session::PinRangeLocked(uint64_t address,
   if (buffer.lost()) {
     return MakeError(
         proto::DEVICE_FAULT,
-        absl::StrCat("the memory at ", Hex(buffer.address()), " on openreg:",
-                     buffer.device(),
+        absl::StrCat("the memory at ", Hex(buffer.address()),
+                     " on openreg:", buffer.device(),
                      " was lost when the device was reset after a fault: "
                      "recreate the tensor (its contents are gone)"));
   }

@@ -53,8 +53,8 @@ absl::Status ValidateTrigger(const proto::Trigger& trigger,
                                 "\" is not one of forward, backward, "
                                 "optimizer"));
   }
-  const int counters = (trigger.nth() != 0) + (trigger.after() != 0) +
-                       (trigger.every() != 0);
+  const int counters =
+      (trigger.nth() != 0) + (trigger.after() != 0) + (trigger.every() != 0);
   if (counters > 1) {
     return Invalid("trigger", "set at most one of nth, after and every");
   }
@@ -80,7 +80,8 @@ absl::Status ValidateTrigger(const proto::Trigger& trigger,
 
 absl::Status ValidateCorruption(absl::string_view field,
                                 const proto::Corruption& corruption) {
-  if (!IsOneOf(corruption.pattern(), {"", "bit_flip", "random_value", "zero"})) {
+  if (!IsOneOf(corruption.pattern(),
+               {"", "bit_flip", "random_value", "zero"})) {
     return Invalid(absl::StrCat(field, ".pattern"),
                    absl::StrCat("\"", corruption.pattern(),
                                 "\" is not one of bit_flip, random_value, "
@@ -133,9 +134,8 @@ absl::Status ValidateModel(const proto::FaultSpec& spec) {
         return Invalid("stuck_at.word_bytes", "must be 1, 2, 4 or 8");
       }
       if (stuck.bytes() != 0 && stuck.bit() >= word_bytes * 8) {
-        return Invalid("stuck_at.bit",
-                       absl::StrCat("must be below the word's ",
-                                    word_bytes * 8, " bits"));
+        return Invalid("stuck_at.bit", absl::StrCat("must be below the word's ",
+                                                    word_bytes * 8, " bits"));
       }
       if (stuck.bit() >= kMaxElementBits) {
         return Invalid("stuck_at.bit", "beyond any element");
@@ -262,8 +262,7 @@ std::string EffectiveKind(const proto::FaultSpec& spec) {
   return std::string(DefaultKind(spec));
 }
 
-absl::Status ValidateFaultSpec(const proto::FaultSpec& spec,
-                               ArmedBy armed_by) {
+absl::Status ValidateFaultSpec(const proto::FaultSpec& spec, ArmedBy armed_by) {
   if (absl::Status model = ValidateModel(spec); !model.ok()) return model;
   if (absl::Status kind = ValidateKindForModel(spec); !kind.ok()) return kind;
   absl::Status trigger = ValidateTrigger(spec.trigger(), EffectiveKind(spec));
@@ -278,8 +277,7 @@ absl::Status ValidateFaultSpec(const proto::FaultSpec& spec,
   return absl::OkStatus();
 }
 
-absl::Status ValidateFaultPlan(const proto::FaultPlan& plan,
-                               ArmedBy armed_by) {
+absl::Status ValidateFaultPlan(const proto::FaultPlan& plan, ArmedBy armed_by) {
   for (int i = 0; i < plan.faults_size(); ++i) {
     absl::Status valid = ValidateFaultSpec(plan.faults(i), armed_by);
     if (!valid.ok()) {
@@ -307,8 +305,7 @@ absl::StatusOr<proto::FaultPlan> ParseFaultPlan(absl::string_view json) {
     return plan;
   }
   const bool looks_like_plan = absl::StrContains(json, "\"faults\"");
-  const std::string why(looks_like_plan ? parsed.message()
-                                        : single.message());
+  const std::string why(looks_like_plan ? parsed.message() : single.message());
   return MakeError(proto::INVALID_VALUE,
                    absl::StrCat("malformed fault plan: ", why,
                                 " (see docs/FAULT_INJECTION.md for the "

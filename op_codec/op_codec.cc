@@ -2,11 +2,11 @@
 
 #include <ATen/SparseTensorImpl.h>
 #include <ATen/core/List.h>
-#include <ATen/quantized/QTensorImpl.h>
-#include <ATen/quantized/Quantizer.h>
 #include <ATen/core/jit_type.h>
 #include <ATen/ops/_sparse_coo_tensor_unsafe.h>
 #include <ATen/ops/empty.h>
+#include <ATen/quantized/QTensorImpl.h>
+#include <ATen/quantized/Quantizer.h>
 
 #include <cmath>
 #include <cstring>
@@ -32,10 +32,10 @@ absl::Status CheckTensorRef(const proto::TensorRef& ref) {
   const auto dtype = static_cast<c10::ScalarType>(ref.dtype());
   const bool quantized = c10::isQIntType(dtype);
   if (quantized != ref.has_quantization()) {
-    return Invalid(quantized ? absl::StrCat("quantized dtype ",
-                                            c10::toString(dtype),
-                                            " without a quantizer")
-                             : "a quantizer on a dtype that is not quantized");
+    return Invalid(quantized
+                       ? absl::StrCat("quantized dtype ", c10::toString(dtype),
+                                      " without a quantizer")
+                       : "a quantizer on a dtype that is not quantized");
   }
   if (quantized && !(std::isfinite(ref.quantization().scale()) &&
                      ref.quantization().scale() > 0)) {
@@ -405,9 +405,10 @@ at::Tensor TensorOverStorage(c10::Storage storage, c10::DispatchKey backend,
   const auto dtype = static_cast<at::ScalarType>(ref.dtype());
   at::Tensor tensor;
   if (ref.has_quantization()) {
-    const c10::DispatchKey quantized = backend == c10::DispatchKey::CPU
-                                           ? c10::DispatchKey::QuantizedCPU
-                                           : c10::DispatchKey::QuantizedPrivateUse1;
+    const c10::DispatchKey quantized =
+        backend == c10::DispatchKey::CPU
+            ? c10::DispatchKey::QuantizedCPU
+            : c10::DispatchKey::QuantizedPrivateUse1;
     tensor = at::detail::make_tensor<at::QTensorImpl>(
         std::move(storage), c10::DispatchKeySet(quantized),
         c10::scalarTypeToTypeMeta(dtype),

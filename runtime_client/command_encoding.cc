@@ -45,13 +45,12 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
   const uint32_t phase = static_cast<uint32_t>(ThreadCommandPhase());
   const size_t op_bytes = op.ByteSizeLong();
   const size_t body_bytes = op_bytes + (force_synchronous ? 2 : 0);
-  const size_t total = CodedOutputStream::VarintSize32(kCommandSequenceTag) +
-                       CodedOutputStream::VarintSize64(sequence) +
-                       CodedOutputStream::VarintSize32(kCommandLaunchTag) +
-                       CodedOutputStream::VarintSize64(body_bytes) +
-                       body_bytes +
-                       (phase != 0 ? 1 + CodedOutputStream::VarintSize32(phase)
-                                   : 0);
+  const size_t total =
+      CodedOutputStream::VarintSize32(kCommandSequenceTag) +
+      CodedOutputStream::VarintSize64(sequence) +
+      CodedOutputStream::VarintSize32(kCommandLaunchTag) +
+      CodedOutputStream::VarintSize64(body_bytes) + body_bytes +
+      (phase != 0 ? 1 + CodedOutputStream::VarintSize32(phase) : 0);
   std::string& buffer = Buffer();
   buffer.resize(total);
   uint8_t* out = reinterpret_cast<uint8_t*>(buffer.data());

@@ -45,8 +45,8 @@ absl::Status ArmFaultPlanFromEnvironment(Session& session) {
   if (status.ok()) return status;
   return openreg::MakeError(
       ErrorCodeOf(status),
-      absl::StrCat("openreg: OPENREG_FAULT_PLAN=", path, ": ",
-                   status.message(), " (nothing was armed)"));
+      absl::StrCat("openreg: OPENREG_FAULT_PLAN=", path, ": ", status.message(),
+                   " (nothing was armed)"));
 }
 
 }  // namespace openreg::client

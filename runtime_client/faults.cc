@@ -14,7 +14,8 @@ using client::Session;
 using client::WithSession;
 
 Error ArmFaults(const proto::FaultPlan& plan, std::vector<uint32_t>* ids) {
-  if (ids == nullptr) return ReturnStatus(NullArgumentError("ArmFaults", "ids"));
+  if (ids == nullptr)
+    return ReturnStatus(NullArgumentError("ArmFaults", "ids"));
   return ReturnStatus(WithSession([&](Session& session) {
     return client::ArmFaultsInSession(session, plan, ids);
   }));
@@ -32,9 +33,9 @@ Error DisarmFaults(const std::vector<uint32_t>& ids, uint32_t* disarmed) {
     session.FillRef(request.mutable_session());
     for (uint32_t id : ids) request.add_ids(id);
     proto::DisarmFaultsReply reply;
-    absl::Status status = session.Call(
-        "DisarmFaults", &proto::DeviceDaemon::Stub::DisarmFaults, request,
-        &reply);
+    absl::Status status =
+        session.Call("DisarmFaults", &proto::DeviceDaemon::Stub::DisarmFaults,
+                     request, &reply);
     if (status.ok() && disarmed != nullptr) *disarmed = reply.disarmed();
     return status;
   }));
@@ -59,9 +60,8 @@ Error GetFaultLog(uint64_t since_index, proto::GetFaultLogReply* reply) {
     reply->Clear();
     proto::GetFaultLogRequest request;
     request.set_since_index(since_index);
-    return session.Call("GetFaultLog",
-                        &proto::DeviceDaemon::Stub::GetFaultLog, request,
-                        reply);
+    return session.Call("GetFaultLog", &proto::DeviceDaemon::Stub::GetFaultLog,
+                        request, reply);
   }));
 }
 
@@ -70,9 +70,8 @@ Error ResetDevice(int device) {
     proto::ResetDeviceRequest request;
     request.set_device(device);
     proto::ResetDeviceReply reply;
-    return session.Call("ResetDevice",
-                        &proto::DeviceDaemon::Stub::ResetDevice, request,
-                        &reply);
+    return session.Call("ResetDevice", &proto::DeviceDaemon::Stub::ResetDevice,
+                        request, &reply);
   }));
 }
 

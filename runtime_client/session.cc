@@ -181,8 +181,7 @@ absl::StatusOr<uint64_t> Session::SubmitCommand(StreamContext& stream,
                                                 proto::Command* command) {
   return Submit(stream, [command](uint64_t sequence) {
     command->set_sequence(sequence);
-    command->set_phase(
-        static_cast<proto::CommandPhase>(ThreadCommandPhase()));
+    command->set_phase(static_cast<proto::CommandPhase>(ThreadCommandPhase()));
     return EncodeCommand(*command);
   });
 }

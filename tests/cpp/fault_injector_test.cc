@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -111,12 +111,14 @@ class FaultInjectorTest : public ::testing::Test {
   // The (element, bit) a seeded flip of mul's output lands on.
   std::pair<int64_t, uint32_t> FlipSite(uint64_t seed) {
     injector_->Disarm({}, 0).IgnoreError();
-    EXPECT_TRUE(injector_
-                    ->Arm(Plan(absl::StrCat(
-                              R"({"seed": )", seed,
-                              R"(, "corrupt_output": {}, "trigger": {"op": "aten::mul"}})")),
-                          session_.get())
-                    .ok());
+    EXPECT_TRUE(
+        injector_
+            ->Arm(
+                Plan(absl::StrCat(
+                    R"({"seed": )", seed,
+                    R"(, "corrupt_output": {}, "trigger": {"op": "aten::mul"}})")),
+                session_.get())
+            .ok());
     StreamDriver stream = Driver(*session_, 0);
     EXPECT_EQ(stream.Run(Mul(output_)), std::nullopt);
     const proto::FaultRecord record = Log().back();
@@ -233,9 +235,9 @@ TEST_F(FaultInjectorTest, AStickyErrorFailsEveryLaterCommandOfTheSession) {
     EXPECT_EQ(error->code, proto::ILLEGAL_ADDRESS);
   }
   std::string message;
-  EXPECT_EQ(ReadStickyError(
-                reinterpret_cast<const SessionHeader*>(session_->segment().data()),
-                &message),
+  EXPECT_EQ(ReadStickyError(reinterpret_cast<const SessionHeader*>(
+                                session_->segment().data()),
+                            &message),
             static_cast<uint32_t>(proto::ILLEGAL_ADDRESS));
   EXPECT_THAT(message, HasSubstr("cudaErrorIllegalAddress"));
   EXPECT_EQ(ErrorCodeOf(session_->Allocate(0, 64).status()),
@@ -289,15 +291,16 @@ TEST_F(FaultInjectorTest, ProbabilityDrawsAreSeeded) {
   auto fired_matches = [&](uint64_t seed) {
     injector_->Disarm({}, 0).IgnoreError();
     const uint64_t since = Log().size();
-    EXPECT_TRUE(injector_
-                    ->Arm(Plan(absl::StrCat(R"({"corrected_error": {}, "seed": )",
-                                            seed,
-                                            R"(, "trigger": {"probability": 0.3,
+    EXPECT_TRUE(
+        injector_
+            ->Arm(Plan(absl::StrCat(R"({"corrected_error": {}, "seed": )", seed,
+                                    R"(, "trigger": {"probability": 0.3,
                                                 "times": 0, "op": "aten::mul"}})")),
-                          session_.get())
-                    .ok());
+                  session_.get())
+            .ok());
     StreamDriver stream = Driver(*session_, 0);
-    for (int i = 0; i < 40; ++i) EXPECT_EQ(stream.Run(Mul(output_)), std::nullopt);
+    for (int i = 0; i < 40; ++i)
+      EXPECT_EQ(stream.Run(Mul(output_)), std::nullopt);
     std::vector<uint64_t> matches;
     const std::vector<proto::FaultRecord> log = Log();
     for (size_t i = since; i < log.size(); ++i) {

@@ -84,10 +84,9 @@ TEST(FaultPlanTest, SemanticErrorsNameTheFaultAndTheField) {
       HasSubstr("corrupt_output.pattern: \"smudge\""));
   EXPECT_THAT(Refusal(R"({"faults": [{"stuck_at": {"bit": 3, "value": 2}}]})"),
               HasSubstr("stuck_at.value"));
-  EXPECT_THAT(
-      Refusal(R"({"faults": [{"stuck_at": {"bit": 3, "value": 1,
+  EXPECT_THAT(Refusal(R"({"faults": [{"stuck_at": {"bit": 3, "value": 1,
                                             "bytes": 64}}]})"),
-      HasSubstr("stuck_at.address"));
+              HasSubstr("stuck_at.address"));
   EXPECT_THAT(Refusal(R"({"faults": [{"sticky": {"error": "bad_luck"}}]})"),
               HasSubstr("sticky.error"));
   EXPECT_THAT(Refusal(R"({"faults": [{"slow": {}}]})"),
