@@ -243,8 +243,10 @@ int Main(int argc, char** argv) {
   std::unique_ptr<Stub> stub = proto::DeviceDaemon::NewStub(channel);
   const std::string command = args[0];
   const std::string verb = args.size() > 1 ? args[1] : "";
-  const std::vector<char*> rest(args.begin() + std::min<size_t>(2, args.size()),
-                                args.end());
+  const std::vector<char*> rest(
+      args.begin() +
+          static_cast<std::ptrdiff_t>(std::min<size_t>(2, args.size())),
+      args.end());
   if (command == "fault" && verb == "add") return FaultAdd(*stub, rest);
   if (command == "fault" && verb == "list") return FaultList(*stub);
   if (command == "fault" && verb == "clear") return FaultClear(*stub, rest);

@@ -257,8 +257,8 @@ absl::Status FaultInjector::BeforeCommand(const StreamContext& context,
   const CommandFacts facts = FactsOf(context, command, name);
   if (profile_commands_) profile_.Count(facts);
   for (const Firing& firing : Evaluate(facts)) {
-    absl::Status status = FireBefore(firing, facts, &context, *context.session,
-                                     &command, &after_command_);
+    absl::Status status =
+        FireBefore(firing, facts, &context, *context.session, &after_command_);
     if (!status.ok()) {
       after_command_.clear();
       return status;
@@ -293,8 +293,7 @@ absl::Status FaultInjector::BeforeAllocate(Session& session, int device,
   std::vector<Firing> unused_after;
   for (const Firing& firing : Evaluate(facts)) {
     absl::Status status =
-        FireBefore(firing, facts, /*context=*/nullptr, session,
-                   /*command=*/nullptr, &unused_after);
+        FireBefore(firing, facts, /*context=*/nullptr, session, &unused_after);
     if (!status.ok()) {
       if (ErrorCodeOf(status) == proto::OUT_OF_MEMORY) {
         absl::MutexLock lock(&mutex_);
@@ -311,7 +310,6 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
                                        const CommandFacts& facts,
                                        const StreamContext* context,
                                        Session& session,
-                                       const proto::Command* command,
                                        std::vector<Firing>* after) {
   const ArmedFault& fault = *firing.fault;
   const std::string what = fault.Describe();
@@ -324,8 +322,6 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
   switch (fault.spec.model_case()) {
     case proto::FaultSpec::kCorruptOutput:
     case proto::FaultSpec::kCorruptCopy:
-      after->push_back(firing);
-      return absl::OkStatus();
     case proto::FaultSpec::kStuckAt:
       after->push_back(firing);
       return absl::OkStatus();
@@ -370,7 +366,7 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
           "). The session is unusable: every later call fails with this "
           "error until the process exits");
       logged(message);
-      const absl::Status error = MakeError(
+      absl::Status error = MakeError(
           ecc ? proto::ECC_UNCORRECTABLE : proto::ILLEGAL_ADDRESS, message);
       session.MakeSticky(error);
       return error;
@@ -707,7 +703,8 @@ void FaultInjector::EnforceStuckRange(const Firing& firing,
   absl::StatusOr<char*> range =
       devices_->arena(device).HostPointer(stuck.address(), stuck.bytes());
   if (!range.ok()) return;
-  const int word_bytes = stuck.word_bytes() == 0 ? 4 : stuck.word_bytes();
+  const int word_bytes =
+      stuck.word_bytes() == 0 ? 4 : static_cast<int>(stuck.word_bytes());
   uint64_t changed = 0;
   int64_t first_changed = -1;
   for (uint64_t offset = 0; offset + word_bytes <= stuck.bytes();

@@ -14,8 +14,9 @@ using client::Session;
 using client::WithSession;
 
 Error ArmFaults(const proto::FaultPlan& plan, std::vector<uint32_t>* ids) {
-  if (ids == nullptr)
+  if (ids == nullptr) {
     return ReturnStatus(NullArgumentError("ArmFaults", "ids"));
+  }
   return ReturnStatus(WithSession([&](Session& session) {
     return client::ArmFaultsInSession(session, plan, ids);
   }));
