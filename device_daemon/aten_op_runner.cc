@@ -191,6 +191,8 @@ class Launch : public op_codec::DeviceTensorCodec {
   Session& session_;
   const proto::LaunchOp& op_;
   const ResolvedOp* resolved_ = nullptr;  // set once the op is looked up
+  // Tensors a synchronous launch returned in memory it allocated.
+  std::vector<proto::TensorRef> reply_tensors_;
   // Synchronous results allocated so far; freed again if the launch fails.
   std::vector<uint64_t> result_addresses_;
   // out= arguments: the client's tensor and the stand-in the kernel wrote
@@ -563,6 +565,9 @@ absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
   for (const c10::Warning& warning : warnings) {
     EncodeWarning(warning, reply.add_warnings());
   }
+  for (const proto::Argument& result : reply.results()) {
+    if (result.has_tensor()) reply_tensors_.push_back(result.tensor());
+  }
   const size_t size = reply.ByteSizeLong();
   const uint64_t limit = session_.limits().reply_bytes;
   if (size > limit) {
@@ -655,6 +660,9 @@ absl::Status Launch::RunSynchronous(const c10::OperatorHandle& handle,
 void Launch::CollectWritten(const c10::FunctionSchema& schema,
                             WrittenTensors* written) const {
   written->assign(op_.outputs().begin(), op_.outputs().end());
+  if (!written->empty()) return;
+  // A synchronous launch's results, in memory the daemon allocated.
+  written->assign(reply_tensors_.begin(), reply_tensors_.end());
   if (!written->empty()) return;
   // In-place and out= kernels write through their (mutable) arguments.
   const std::vector<c10::Argument>& arguments = schema.arguments();

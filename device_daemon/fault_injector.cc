@@ -83,10 +83,22 @@ CommandFacts FactsOf(const StreamContext& context,
     facts.name = command.launch().name();
     facts.overload = command.launch().overload();
     facts.written_tensors = command.launch().outputs_size();
+    for (const proto::Argument& argument : command.launch().arguments()) {
+      facts.tensor_arguments += argument.has_tensor() ? 1 : 0;
+    }
   } else {
     facts.name = name;
   }
   return facts;
+}
+
+// The device tensors among a launch's arguments, in order.
+WrittenTensors TensorArguments(const proto::Command& command) {
+  WrittenTensors tensors;
+  for (const proto::Argument& argument : command.launch().arguments()) {
+    if (argument.has_tensor()) tensors.push_back(argument.tensor());
+  }
+  return tensors;
 }
 
 // Sleeps `duration` (forever when infinite) unless the stream is stopped.
@@ -240,6 +252,7 @@ proto::FaultRecord FaultInjector::NewRecord(const Firing& firing,
                          : absl::StrCat(facts.name, ".", facts.overload));
   record.set_phase(std::string(faults::PhaseName(facts.phase)));
   record.set_output(-1);
+  record.set_input(-1);
   record.set_element(-1);
   record.set_match(firing.match);
   record.set_sequence(facts.sequence);
@@ -257,8 +270,8 @@ absl::Status FaultInjector::BeforeCommand(const StreamContext& context,
   const CommandFacts facts = FactsOf(context, command, name);
   if (profile_commands_) profile_.Count(facts);
   for (const Firing& firing : Evaluate(facts)) {
-    absl::Status status =
-        FireBefore(firing, facts, &context, *context.session, &after_command_);
+    absl::Status status = FireBefore(firing, facts, &context, *context.session,
+                                     &command, &after_command_);
     if (!status.ok()) {
       after_command_.clear();
       return status;
@@ -293,7 +306,8 @@ absl::Status FaultInjector::BeforeAllocate(Session& session, int device,
   std::vector<Firing> unused_after;
   for (const Firing& firing : Evaluate(facts)) {
     absl::Status status =
-        FireBefore(firing, facts, /*context=*/nullptr, session, &unused_after);
+        FireBefore(firing, facts, /*context=*/nullptr, session,
+                   /*command=*/nullptr, &unused_after);
     if (!status.ok()) {
       if (ErrorCodeOf(status) == proto::OUT_OF_MEMORY) {
         absl::MutexLock lock(&mutex_);
@@ -310,6 +324,7 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
                                        const CommandFacts& facts,
                                        const StreamContext* context,
                                        Session& session,
+                                       const proto::Command* command,
                                        std::vector<Firing>* after) {
   const ArmedFault& fault = *firing.fault;
   const std::string what = fault.Describe();
@@ -327,6 +342,12 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
       return absl::OkStatus();
     case proto::FaultSpec::kCorruptMemory:
       CorruptMemoryAtRest(firing, facts, session);
+      return absl::OkStatus();
+    case proto::FaultSpec::kCorruptInput:
+      if (command != nullptr && command->has_launch()) {
+        CorruptTensors(firing, facts, session, TensorArguments(*command),
+                       /*inputs=*/true);
+      }
       return absl::OkStatus();
     case proto::FaultSpec::kKernelFailure: {
       const std::string message = absl::StrCat(
@@ -451,47 +472,57 @@ void FaultInjector::AfterCommand(const StreamContext& context,
     } else if (spec.has_stuck_at() && spec.stuck_at().bytes() != 0) {
       EnforceStuckRange(firing, facts);
     } else {
-      CorruptWritten(firing, facts, *context.session, written);
+      CorruptTensors(firing, facts, *context.session, written,
+                     /*inputs=*/false);
     }
   }
 }
 
-void FaultInjector::CorruptWritten(const Firing& firing,
+void FaultInjector::CorruptTensors(const Firing& firing,
                                    const CommandFacts& facts, Session& session,
-                                   const WrittenTensors& written) {
+                                   const WrittenTensors& tensors, bool inputs) {
   const ArmedFault& fault = *firing.fault;
   proto::FaultRecord record = NewRecord(firing, facts);
   const bool stuck = fault.spec.has_stuck_at();
-  const proto::Corruption& corruption = fault.spec.corrupt_output();
-  if (written.empty()) {
-    record.set_message("nothing to corrupt: the command wrote no tensor");
+  const proto::Corruption& corruption =
+      inputs ? fault.spec.corrupt_input() : fault.spec.corrupt_output();
+  const char* role = inputs ? "input" : "output";
+  if (tensors.empty()) {
+    record.set_message(absl::StrCat("nothing to corrupt: the command has no ",
+                                    role, " tensor"));
     log_.Append(std::move(record));
     return;
   }
   std::mt19937_64 rng = FiringRng(fault.spec.seed(), firing.match, 1);
-  int output;
-  if (!stuck && corruption.has_output()) {
-    output = static_cast<int>(corruption.output());
-  } else if (fault.spec.trigger().has_output()) {
-    output = static_cast<int>(fault.spec.trigger().output());
+  const proto::Trigger& trigger = fault.spec.trigger();
+  int index;
+  if (!stuck && (inputs ? corruption.has_input() : corruption.has_output())) {
+    index = static_cast<int>(inputs ? corruption.input() : corruption.output());
+  } else if (inputs ? trigger.has_input() : trigger.has_output()) {
+    index = static_cast<int>(inputs ? trigger.input() : trigger.output());
   } else {
-    output = static_cast<int>(
-        std::uniform_int_distribution<size_t>(0, written.size() - 1)(rng));
+    index = static_cast<int>(
+        std::uniform_int_distribution<size_t>(0, tensors.size() - 1)(rng));
   }
-  if (output >= static_cast<int>(written.size())) {
-    record.set_message(absl::StrCat("nothing to corrupt: the command wrote ",
-                                    written.size(), " tensors, no output ",
-                                    output));
+  if (index >= static_cast<int>(tensors.size())) {
+    record.set_message(absl::StrCat("nothing to corrupt: the command has ",
+                                    tensors.size(), " ", role, " tensors, no ",
+                                    role, " ", index));
     log_.Append(std::move(record));
     return;
   }
-  const proto::TensorRef& tensor = written[output];
+  const proto::TensorRef& tensor = tensors[index];
   const int64_t count = ElementCount(tensor);
   const int width = static_cast<int>(DtypeElementSize(tensor.dtype()));
-  record.set_output(output);
+  if (inputs) {
+    record.set_input(index);
+  } else {
+    record.set_output(index);
+  }
   record.set_dtype(DtypeName(tensor.dtype()));
   if (count == 0 || width == 0) {
-    record.set_message("nothing to corrupt: the output is empty");
+    record.set_message(
+        absl::StrCat("nothing to corrupt: the ", role, " is empty"));
     log_.Append(std::move(record));
     return;
   }
@@ -508,7 +539,7 @@ void FaultInjector::CorruptWritten(const Firing& firing,
           : std::uniform_int_distribution<int64_t>(0, count - 1)(rng);
   if (first >= count) {
     record.set_message(absl::StrCat("nothing to corrupt: element ", first,
-                                    " is beyond the output's ", count,
+                                    " is beyond the ", role, "'s ", count,
                                     " elements"));
     log_.Append(std::move(record));
     return;
@@ -554,7 +585,7 @@ void FaultInjector::CorruptWritten(const Firing& firing,
   if (record.message().empty()) {
     record.set_message(absl::StrCat(
         stuck ? "stuck bit forced in " : "corrupted ", elements,
-        " element(s) of output ", output, " of ", record.command()));
+        " element(s) of ", role, " ", index, " of ", record.command()));
   }
   log_.Append(std::move(record));
 }

@@ -90,14 +90,18 @@ class FaultInjector : public FaultHook {
 
   // The faults whose trigger fires on `facts`.
   std::vector<Firing> Evaluate(const CommandFacts& facts) const;
-  // Acts on a firing before the command runs (null `context` for an
-  // allocation). Effects that need the command's result
+  // Acts on a firing before the command runs (null `context` and
+  // `command` for an allocation). Effects that need the command's result
   // go to `after`.
   absl::Status FireBefore(const Firing& firing, const CommandFacts& facts,
                           const StreamContext* context, Session& session,
+                          const proto::Command* command,
                           std::vector<Firing>* after);
-  void CorruptWritten(const Firing& firing, const CommandFacts& facts,
-                      Session& session, const WrittenTensors& written);
+  // Corrupts one of `tensors`: what the kernel wrote, or (`inputs`) its
+  // tensor arguments before it runs.
+  void CorruptTensors(const Firing& firing, const CommandFacts& facts,
+                      Session& session, const WrittenTensors& tensors,
+                      bool inputs);
   void CorruptCopyDestination(const Firing& firing, const CommandFacts& facts,
                               Session& session, const proto::Command& command);
   void CorruptMemoryAtRest(const Firing& firing, const CommandFacts& facts,

@@ -94,6 +94,10 @@ bool FaultTrigger::Matches(const CommandFacts& facts) const {
       facts.written_tensors <= static_cast<int>(trigger_.output())) {
     return false;
   }
+  if (trigger_.has_input() &&
+      facts.tensor_arguments <= static_cast<int>(trigger_.input())) {
+    return false;
+  }
   return OpMatches(facts.name, facts.overload);
 }
 

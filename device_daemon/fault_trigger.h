@@ -31,6 +31,7 @@ struct CommandFacts {
   absl::string_view overload;  // "Tensor" (kernels only)
   int phase = 0;               // proto::CommandPhase
   int written_tensors = 0;     // kernels: outputs the launch names
+  int tensor_arguments = 0;    // kernels: device tensor arguments
   uint64_t sequence = 0;       // the command's sequence on its stream
 };
 

@@ -125,6 +125,8 @@ absl::Status ValidateModel(const proto::FaultSpec& spec) {
       return ValidateCorruption("corrupt_copy", spec.corrupt_copy());
     case proto::FaultSpec::kCorruptMemory:
       return ValidateCorruption("corrupt_memory", spec.corrupt_memory());
+    case proto::FaultSpec::kCorruptInput:
+      return ValidateCorruption("corrupt_input", spec.corrupt_input());
     case proto::FaultSpec::kStuckAt: {
       const proto::StuckAt& stuck = spec.stuck_at();
       if (stuck.value() > 1) return Invalid("stuck_at.value", "must be 0 or 1");
@@ -192,8 +194,8 @@ absl::Status ValidateModel(const proto::FaultSpec& spec) {
       break;
   }
   return Invalid("model",
-                 "no fault model: set one of corrupt_output, corrupt_copy, "
-                 "corrupt_memory, stuck_at, kernel_failure, copy_failure, "
+                 "no fault model: set one of corrupt_output, corrupt_input, "
+                 "corrupt_copy, corrupt_memory, stuck_at, kernel_failure, copy_failure, "
                  "allocation_failure, sticky, device_fault, device_lost, "
                  "daemon_abort, disconnect, hang, slow, corrected_error");
 }
@@ -238,6 +240,7 @@ std::string ModelName(const proto::FaultSpec& spec) {
 absl::string_view DefaultKind(const proto::FaultSpec& spec) {
   switch (spec.model_case()) {
     case proto::FaultSpec::kCorruptOutput:
+    case proto::FaultSpec::kCorruptInput:
     case proto::FaultSpec::kKernelFailure:
     case proto::FaultSpec::kStuckAt:
       return spec.model_case() == proto::FaultSpec::kStuckAt &&

@@ -270,6 +270,37 @@ def test_faults_target_the_backward_phase_only():
     assert {r.phase for r in faults.log(since)} == {"optimizer"}
 
 
+def test_an_input_is_corrupted_before_the_kernel_reads_it():
+    x = torch.zeros(8, device="openreg")
+    y = torch.ones(8, device="openreg")
+    (x + y).cpu()
+    since = len(faults.log())
+    with faults.inject(faults.corrupt_input(input=1, bits=[30], element=2),
+                       op="aten::add.Tensor", nth=1):
+        z = (x + y).cpu()
+    [record] = faults.log(since)
+    assert (record.input, record.output, record.element) == (1, -1, 2)
+    assert record.value_before == "1"
+    flipped = torch.tensor([1.0]).view(torch.int32) ^ (1 << 30)
+    assert z[2] == flipped.view(torch.float32)[0]
+    assert y.cpu()[2] == z[2]  # the operand itself was hit, in memory
+    assert torch.equal(z[[0, 1, 3]], torch.ones(3))
+
+
+def test_quantized_outputs_flip_bits_of_their_integer_representation():
+    q = torch.quantize_per_tensor(torch.arange(4.0), 0.5, 10, torch.quint8)
+    q = q.to("openreg")
+    q.relu().int_repr().cpu()
+    since = len(faults.log())
+    with faults.inject(faults.corrupt_output(bits=[7], element=1),
+                       op="aten::relu"):
+        r = q.relu()
+    [record] = faults.log(since)
+    assert record.dtype == "QUInt8"
+    assert (record.value_before, record.value_after) == ("12", "140")
+    assert r.int_repr().cpu().tolist() == [10, 140, 14, 16]
+
+
 def test_a_copy_to_the_host_can_arrive_corrupted():
     x = torch.zeros(16, dtype=torch.int64, device="openreg")
     since = len(faults.log())

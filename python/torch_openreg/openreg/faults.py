@@ -37,6 +37,7 @@ __all__ = [
     "copy_failure",
     "corrected_error",
     "corrupt_copy",
+    "corrupt_input",
     "corrupt_memory",
     "corrupt_output",
     "daemon_abort",
@@ -75,6 +76,13 @@ def corrupt_output(pattern="bit_flip", *, bit_count=None, burst=None,
     return _model("corrupt_output", pattern=pattern, bit_count=bit_count,
                   burst=burst, bits=bits, min_bit=min_bit, max_bit=max_bit,
                   element=element, elements=elements, output=output)
+
+
+def corrupt_input(pattern="bit_flip", *, input=None, **fields):
+    """Corruption of a kernel's input: one of its tensor arguments (the
+    `input`th, random when None) is corrupted in device memory just before
+    the kernel reads it. Other fields as corrupt_output."""
+    return _model("corrupt_input", pattern=pattern, input=input, **fields)
 
 
 def corrupt_copy(pattern="bit_flip", **fields):
@@ -155,6 +163,7 @@ def corrected_error():
 
 # ---- Arming ----------------------------------------------------------------
 _TRIGGER_FIELDS = ("device", "pid", "stream", "kind", "op", "phase", "output",
+                   "input",
                    "nth", "after", "every", "probability",
                    "window_start_seconds", "window_end_seconds", "times")
 
@@ -265,6 +274,7 @@ class FaultRecord:
     value_after: str
     message: str
     match: int
+    input: int
 
 
 def log(since=0):
