@@ -3,6 +3,8 @@
 // Kernels are a fake runner that writes 1.0f into every output.
 #include "device_daemon/fault_injector.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -313,6 +315,54 @@ TEST_F(FaultInjectorTest, ProbabilityDrawsAreSeeded) {
   EXPECT_LT(first.size(), 30u);
   EXPECT_EQ(fired_matches(5), first);
   EXPECT_NE(fired_matches(6), first);
+}
+
+TEST_F(FaultInjectorTest, FiltersSelectByOpPatternStreamPidAndOutputs) {
+  auto fired = [&](const std::string& trigger, const proto::Command& command,
+                   uint32_t slot = 0) {
+    injector_->Disarm({}, 0).IgnoreError();
+    EXPECT_TRUE(injector_
+                    ->Arm(Plan(absl::StrCat(R"({"corrected_error": {},
+                                               "trigger": )",
+                                            trigger, "}")),
+                          session_.get())
+                    .ok());
+    StreamDriver stream = Driver(*session_, slot);
+    EXPECT_EQ(stream.Run(command), std::nullopt);
+    return injector_->List()[0].fired() == 1;
+  };
+  const proto::Command mul = Mul(output_);
+  EXPECT_TRUE(fired(R"({"op": "aten::mul"})", mul));
+  EXPECT_TRUE(fired(R"({"op": "aten::mul.Tensor"})", mul));
+  EXPECT_FALSE(fired(R"({"op": "aten::mul.Scalar"})", mul));
+  EXPECT_TRUE(fired(R"({"op": "aten::m?l*"})", mul));
+  EXPECT_TRUE(fired(R"({"op": "*.Tensor"})", mul));
+  EXPECT_FALSE(fired(R"({"op": "aten::*conv*"})", mul));
+  EXPECT_TRUE(fired(R"({"stream": 0})", mul));
+  EXPECT_FALSE(fired(R"({"stream": 1})", mul));
+  EXPECT_TRUE(fired(absl::StrCat(R"({"pid": )", getpid(), "}"), mul));
+  EXPECT_FALSE(fired(R"({"pid": 1})", mul));
+  EXPECT_TRUE(fired(R"({"output": 0})", mul));
+  EXPECT_FALSE(fired(R"({"output": 1})", mul));
+  EXPECT_FALSE(fired(R"({"input": 0})", mul));  // mul here has no arguments
+  EXPECT_FALSE(fired(R"({"device": 1})", mul));
+  EXPECT_FALSE(fired(R"({"kind": "copy"})", mul));
+}
+
+TEST_F(FaultInjectorTest, AfterFiresOnEveryMatchPastTheFirstN) {
+  ASSERT_TRUE(injector_
+                  ->Arm(Plan(R"({"corrected_error": {},
+                                  "trigger": {"after": 2, "times": 0}})"),
+                        session_.get())
+                  .ok());
+  StreamDriver stream = Driver(*session_, 0);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(stream.Run(Mul(output_)), std::nullopt);
+  std::vector<uint64_t> matches;
+  for (const proto::FaultRecord& record : Log()) {
+    matches.push_back(record.match());
+  }
+  EXPECT_EQ(matches, (std::vector<uint64_t>{3, 4, 5}));
+  EXPECT_EQ(injector_->log().CorrectedErrors(0), 3u);
 }
 
 TEST_F(FaultInjectorTest, AFutureTimeWindowNeverFiresYet) {

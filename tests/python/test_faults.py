@@ -346,6 +346,30 @@ def test_a_stuck_memory_range_keeps_its_bit_after_every_command():
     assert x.cpu().tolist() == [9, 9, 9, 9, 1, 1, 1, 1]
 
 
+def test_a_failed_copy_is_raised_and_the_next_copy_works():
+    x = torch.arange(4.0, device="openreg")
+    faults.arm(faults.copy_failure("dma"), kind="copy", nth=1)
+    with pytest.raises(RuntimeError, match="copy_device_to_host on openreg:0 stream 0 failed: dma"):
+        x.cpu()
+    assert x.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_straggler_is_stretched_by_its_factor():
+    x = torch.randn(512, 512, device="openreg")
+    (x @ x).cpu()
+    import time
+
+    def timed():
+        start = time.monotonic()
+        (x @ x).sum().item()
+        return time.monotonic() - start
+
+    normal = min(timed() for _ in range(3))
+    faults.arm(faults.slow(factor=20), op="aten::mm", times=0)
+    slowed = min(timed() for _ in range(3))
+    assert slowed > 5 * normal
+
+
 def test_a_slowed_kernel_takes_longer_and_still_computes():
     x = torch.ones(4, device="openreg")
     (x + 1).cpu()
