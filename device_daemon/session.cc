@@ -177,12 +177,88 @@ absl::Status Session::Free(uint64_t address) {
     if (entry == table_.allocations.end()) {
       return DescribeBadPointer(address);
     }
+    if (entry->second.imported) {
+      return InvalidValueError(absl::StrCat(
+          Hex(address),
+          " was opened from an IPC handle: close it with "
+          "IpcCloseMemHandle instead of freeing it"));
+    }
     released = std::move(entry->second.buffer);
     allocated_bytes_ -= released->size();
     table_.allocations.erase(entry);
     RememberFreed(address);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::pair<std::shared_ptr<DeviceBuffer>, uint64_t>>
+Session::ExportableRange(uint64_t address) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  const AllocationEntry* entry = FindContaining(address);
+  if (entry == nullptr) {
+    absl::Status why = DescribeBadPointer(address);
+    return InvalidValueError(
+        absl::StrCat("cannot export: ", why.message()));
+  }
+  if (entry->imported) {
+    return InvalidValueError(absl::StrCat(
+        "cannot export ", Hex(address),
+        ": it was opened from an IPC handle; share that handle instead"));
+  }
+  return std::make_pair(entry->buffer, address - entry->buffer->address());
+}
+
+absl::StatusOr<uint64_t> Session::OpenImported(
+    std::shared_ptr<DeviceBuffer> buffer, uint64_t offset) {
+  absl::MutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  const uint64_t base = buffer->address();
+  auto entry = table_.allocations.find(base);
+  if (entry != table_.allocations.end() && !entry->second.imported) {
+    return InvalidValueError(absl::StrCat(
+        "this process exported the memory at ", Hex(base),
+        " itself: use its own pointer instead of opening the handle"));
+  }
+  if (entry == table_.allocations.end()) {
+    imported_bytes_ += buffer->size();
+    entry = table_.allocations
+                .emplace(base, AllocationEntry{std::move(buffer), true, 0})
+                .first;
+  }
+  ++entry->second.opens;
+  const uint64_t address = base + offset;
+  auto& [imported_base, opens] = table_.imports[address];
+  imported_base = base;
+  ++opens;
+  return address;
+}
+
+absl::Status Session::CloseImported(uint64_t address) {
+  std::shared_ptr<DeviceBuffer> released;  // dropped after the lock
+  absl::MutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  auto import = table_.imports.find(address);
+  if (import == table_.imports.end()) {
+    return InvalidValueError(absl::StrCat(
+        Hex(address),
+        " was not opened from an IPC handle in this process (or is "
+        "already closed)"));
+  }
+  const uint64_t base = import->second.first;
+  if (--import->second.second == 0) table_.imports.erase(import);
+  auto entry = table_.allocations.find(base);
+  if (entry != table_.allocations.end() && --entry->second.opens == 0) {
+    released = std::move(entry->second.buffer);
+    imported_bytes_ -= released->size();
+    table_.allocations.erase(entry);
+  }
+  return absl::OkStatus();
+}
+
+uint64_t Session::imported_bytes() const {
+  absl::ReaderMutexLock lock(&mutex_);
+  return imported_bytes_;
 }
 
 void Session::RememberFreed(uint64_t address) {
@@ -494,6 +570,7 @@ void Session::Close() {
     }
     std::swap(released, table_);
     allocated_bytes_ = 0;
+    imported_bytes_ = 0;
   }
   // Ask every worker first so that they wind down in parallel.
   for (auto& worker : workers) worker->RequestStop();
@@ -514,6 +591,7 @@ SessionStatsSnapshot Session::Stats() const {
   stats.id = identity_.id;
   stats.pid = identity_.peer.pid;
   stats.allocated_bytes = allocated_bytes_;
+  stats.imported_bytes = imported_bytes_;
   stats.streams = static_cast<uint32_t>(table_.streams.size());
   stats.commands_executed = commands_executed_.load(std::memory_order_relaxed);
   return stats;

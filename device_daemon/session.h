@@ -20,6 +20,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -68,6 +69,7 @@ struct SessionStatsSnapshot {
   uint64_t id = 0;
   pid_t pid = 0;
   uint64_t allocated_bytes = 0;
+  uint64_t imported_bytes = 0;
   uint32_t streams = 0;
   uint64_t commands_executed = 0;
 };
@@ -120,6 +122,22 @@ class Session {
   absl::StatusOr<PinnedRange> PinTensor(const proto::TensorRef& tensor,
                                         TensorExtent* extent = nullptr) const;
   uint64_t allocated_bytes() const;
+
+  // ---- IPC (ipc_exports.h) -----------------------------------------------
+  // The allocation of this session containing `address`, for export: its
+  // buffer and the offset of `address` in it. Memory this session opened
+  // from a handle cannot be exported again.
+  absl::StatusOr<std::pair<std::shared_ptr<DeviceBuffer>, uint64_t>>
+  ExportableRange(uint64_t address) const;
+  // Grants this session `buffer` (opened from a handle) and returns the
+  // device address of `offset` in it. Opening the same range again returns
+  // the same address and counts one more open.
+  absl::StatusOr<uint64_t> OpenImported(std::shared_ptr<DeviceBuffer> buffer,
+                                        uint64_t offset);
+  // Undoes one OpenImported of `address`; the memory stays granted until
+  // every open of the buffer is closed.
+  absl::Status CloseImported(uint64_t address);
+  uint64_t imported_bytes() const;
   // The session's live allocations (for faults in memory at rest).
   std::vector<std::shared_ptr<DeviceBuffer>> Allocations() const;
 
@@ -173,6 +191,10 @@ class Session {
  private:
   struct AllocationEntry {
     std::shared_ptr<DeviceBuffer> buffer;
+    // Opened from another session's IPC handle: not this session's to
+    // free; `opens` counts the opens not yet closed.
+    bool imported = false;
+    uint32_t opens = 0;
   };
   struct StreamEntry {
     int device = 0;
@@ -190,6 +212,8 @@ class Session {
     std::map<uint32_t, StreamEntry> streams;                       // by slot
     std::map<uint32_t, EventEntry> events;                         // by slot
     std::map<uint32_t, std::shared_ptr<HostRegion>> host_regions;  // by id
+    // Opens of imported memory: address handed out -> (buffer, opens).
+    std::map<uint64_t, std::pair<uint64_t, uint32_t>> imports;
   };
 
   Session(SessionIdentity identity, Devices* devices, CommandExecutor* executor,
@@ -226,6 +250,7 @@ class Session {
   bool closed_ ABSL_GUARDED_BY(mutex_) = false;
   ResourceTable table_ ABSL_GUARDED_BY(mutex_);
   uint64_t allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t imported_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   uint32_t next_host_region_ ABSL_GUARDED_BY(mutex_) = 1;
   // Recently freed addresses, to tell a double free from a wild pointer.
   std::set<uint64_t> recently_freed_ ABSL_GUARDED_BY(mutex_);
