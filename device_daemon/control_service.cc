@@ -35,10 +35,12 @@ void WithSession(SessionRegistry* registry, const proto::SessionRef& ref,
 }  // namespace
 
 ControlService::ControlService(Devices* devices, SessionRegistry* registry,
-                               FaultInjector* faults, std::string attach_socket)
+                               FaultInjector* faults, IpcExports* exports,
+                               std::string attach_socket)
     : devices_(devices),
       registry_(registry),
       faults_(faults),
+      exports_(exports),
       attach_socket_(std::move(attach_socket)) {}
 
 grpc::Status ControlService::Handshake(grpc::ServerContext*,
@@ -217,8 +219,56 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
     stats->set_allocated_bytes(snapshot.allocated_bytes);
     stats->set_streams(snapshot.streams);
     stats->set_commands_executed(snapshot.commands_executed);
+    stats->set_imported_bytes(snapshot.imported_bytes);
+  }
+  for (const ExportStats& shared : exports_->Stats()) {
+    proto::SharedAllocation* entry = reply->add_shared();
+    entry->set_export_id(shared.export_id);
+    entry->set_exporter_pid(shared.exporter_pid);
+    entry->set_device(shared.device);
+    entry->set_bytes(shared.bytes);
   }
   reply->set_sessions_served(registry_->sessions_served());
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::IpcGetMemHandle(
+    grpc::ServerContext*, const proto::IpcGetMemHandleRequest* request,
+    proto::IpcGetMemHandleReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<std::string> handle =
+                    exports_->ExportMemory(session, request->address());
+                if (!handle.ok()) return handle.status();
+                reply->set_handle(*std::move(handle));
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::IpcOpenMemHandle(
+    grpc::ServerContext*, const proto::IpcOpenMemHandleRequest* request,
+    proto::IpcOpenMemHandleReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<OpenedMemory> opened =
+                    exports_->OpenMemory(session, request->handle());
+                if (!opened.ok()) return opened.status();
+                reply->set_address(opened->address);
+                reply->set_size(opened->size);
+                reply->set_device(opened->device);
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::IpcCloseMemHandle(
+    grpc::ServerContext*, const proto::IpcCloseMemHandleRequest* request,
+    proto::IpcCloseMemHandleReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) {
+                return session.CloseImported(request->address());
+              });
   return grpc::Status::OK;
 }
 

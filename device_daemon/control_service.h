@@ -1,6 +1,7 @@
 // The gRPC control plane (DeviceDaemon in protos/control.proto): version
 // handshake, device properties, memory, streams, events, statistics and
-// fault injection (arming, the fault log, device reset, command profile).
+// fault injection (arming, the fault log, device reset, command profile)
+// and IPC memory handles.
 // Per-op traffic never comes here; it goes through the command rings.
 //
 // Errors travel in each reply's `status` field (ErrorCode + message); the
@@ -12,6 +13,7 @@
 
 #include "device_daemon/devices.h"
 #include "device_daemon/fault_injector.h"
+#include "device_daemon/ipc_exports.h"
 #include "device_daemon/session_registry.h"
 #include "protos/control.grpc.pb.h"
 
@@ -21,7 +23,8 @@ class ControlService final : public proto::DeviceDaemon::Service {
  public:
   // `devices`, `registry` and `faults` must outlive the service.
   ControlService(Devices* devices, SessionRegistry* registry,
-                 FaultInjector* faults, std::string attach_socket);
+                 FaultInjector* faults, IpcExports* exports,
+                 std::string attach_socket);
 
   grpc::Status Handshake(grpc::ServerContext* context,
                          const proto::HandshakeRequest* request,
@@ -59,6 +62,16 @@ class ControlService final : public proto::DeviceDaemon::Service {
       grpc::ServerContext* context,
       const proto::UnregisterHostRegionRequest* request,
       proto::UnregisterHostRegionReply* reply) override;
+  grpc::Status IpcGetMemHandle(grpc::ServerContext* context,
+                               const proto::IpcGetMemHandleRequest* request,
+                               proto::IpcGetMemHandleReply* reply) override;
+  grpc::Status IpcOpenMemHandle(grpc::ServerContext* context,
+                                const proto::IpcOpenMemHandleRequest* request,
+                                proto::IpcOpenMemHandleReply* reply) override;
+  grpc::Status IpcCloseMemHandle(
+      grpc::ServerContext* context,
+      const proto::IpcCloseMemHandleRequest* request,
+      proto::IpcCloseMemHandleReply* reply) override;
   grpc::Status ArmFaults(grpc::ServerContext* context,
                          const proto::ArmFaultsRequest* request,
                          proto::ArmFaultsReply* reply) override;
@@ -82,6 +95,7 @@ class ControlService final : public proto::DeviceDaemon::Service {
   Devices* const devices_;
   SessionRegistry* const registry_;
   FaultInjector* const faults_;
+  IpcExports* const exports_;
   const std::string attach_socket_;
 };
 

@@ -103,7 +103,8 @@ absl::Status Daemon::StartServers() {
     attach_server->DropSession(session_id);
   });
   control_service_ = std::make_unique<ControlService>(
-      devices_.get(), registry_.get(), faults_.get(), attach_socket_path());
+      devices_.get(), registry_.get(), faults_.get(), &exports_,
+      attach_socket_path());
   grpc::ServerBuilder builder;
   builder.AddListeningPort("unix:" + options_.socket_path,
                            grpc::InsecureServerCredentials());

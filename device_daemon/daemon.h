@@ -18,6 +18,7 @@
 #include "device_daemon/devices.h"
 #include "device_daemon/fault_injector.h"
 #include "device_daemon/instance_lock.h"
+#include "device_daemon/ipc_exports.h"
 #include "device_daemon/op_runner.h"
 #include "device_daemon/session_registry.h"
 #include "protos/faults.pb.h"
@@ -82,6 +83,7 @@ class Daemon {
   std::unique_ptr<Devices> devices_;
   std::unique_ptr<OpRunner> op_runner_;
   std::unique_ptr<FaultInjector> faults_;
+  IpcExports exports_;
   std::unique_ptr<CommandExecutor> executor_;
   std::unique_ptr<SessionRegistry> registry_;
   std::unique_ptr<ControlService> control_service_;

@@ -111,7 +111,8 @@ absl::StatusOr<OpenedMemory> IpcExports::OpenMemory(Session& importer,
       return MakeError(
           proto::PERMISSION_DENIED,
           absl::StrCat("cannot open the IPC handle: it was exported by uid ",
-                       found->second.uid, ", and only processes of that uid "
+                       found->second.uid,
+                       ", and only processes of that uid "
                        "may open it"));
     }
     buffer = found->second.buffer.lock();

@@ -178,10 +178,10 @@ absl::Status Session::Free(uint64_t address) {
       return DescribeBadPointer(address);
     }
     if (entry->second.imported) {
-      return InvalidValueError(absl::StrCat(
-          Hex(address),
-          " was opened from an IPC handle: close it with "
-          "IpcCloseMemHandle instead of freeing it"));
+      return InvalidValueError(
+          absl::StrCat(Hex(address),
+                       " was opened from an IPC handle: close it with "
+                       "IpcCloseMemHandle instead of freeing it"));
     }
     released = std::move(entry->second.buffer);
     allocated_bytes_ -= released->size();
@@ -198,8 +198,7 @@ Session::ExportableRange(uint64_t address) const {
   const AllocationEntry* entry = FindContaining(address);
   if (entry == nullptr) {
     absl::Status why = DescribeBadPointer(address);
-    return InvalidValueError(
-        absl::StrCat("cannot export: ", why.message()));
+    return InvalidValueError(absl::StrCat("cannot export: ", why.message()));
   }
   if (entry->imported) {
     return InvalidValueError(absl::StrCat(

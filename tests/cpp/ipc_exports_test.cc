@@ -32,8 +32,7 @@ class IpcExportsTest : public ::testing::Test {
   }
 
   void Write(Session& session, uint64_t address, const std::string& text) {
-    absl::StatusOr<PinnedRange> range =
-        session.PinRange(address, text.size());
+    absl::StatusOr<PinnedRange> range = session.PinRange(address, text.size());
     ASSERT_TRUE(range.ok()) << range.status();
     std::memcpy(range->data, text.data(), text.size());
   }
@@ -56,7 +55,8 @@ TEST_F(IpcExportsTest, AnImporterSeesTheExportersMemoryAtTheHandlesOffset) {
       exports_.ExportMemory(*exporter_, base + 100);
   ASSERT_TRUE(handle.ok()) << handle.status();
   EXPECT_EQ(handle->size(), kIpcHandleBytes);
-  absl::StatusOr<OpenedMemory> opened = exports_.OpenMemory(*importer_, *handle);
+  absl::StatusOr<OpenedMemory> opened =
+      exports_.OpenMemory(*importer_, *handle);
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_EQ(opened->address, base + 100);
   EXPECT_EQ(opened->size, 4096u - 100);
@@ -115,7 +115,8 @@ TEST_F(IpcExportsTest, HostileHandlesAreRefusedWithClearErrors) {
   const uint64_t base = *exporter_->Allocate(0, 4096);
   const std::string handle = *exports_.ExportMemory(*exporter_, base);
   auto refusal = [&](const std::string& bytes) {
-    absl::StatusOr<OpenedMemory> opened = exports_.OpenMemory(*importer_, bytes);
+    absl::StatusOr<OpenedMemory> opened =
+        exports_.OpenMemory(*importer_, bytes);
     EXPECT_FALSE(opened.ok());
     return std::string(opened.status().message());
   };
@@ -129,9 +130,8 @@ TEST_F(IpcExportsTest, HostileHandlesAreRefusedWithClearErrors) {
   EXPECT_THAT(refusal(other_export), HasSubstr("no such export"));
   IpcExports other_daemon;
   const uint64_t theirs = *exporter_->Allocate(1, 64);
-  EXPECT_THAT(
-      refusal(*other_daemon.ExportMemory(*exporter_, theirs)),
-      HasSubstr("another openreg daemon"));
+  EXPECT_THAT(refusal(*other_daemon.ExportMemory(*exporter_, theirs)),
+              HasSubstr("another openreg daemon"));
   std::string padded = handle;
   padded[60] = 1;
   EXPECT_THAT(refusal(padded), HasSubstr("nonzero padding"));

@@ -142,6 +142,31 @@ Error MemcpyAsync(void* dst, const void* src, size_t count, MemcpyKind kind,
 Error MemsetAsync(void* device_ptr, int value, size_t count,
                   StreamId stream = kDefaultStream);
 
+// ---- IPC memory handles ------------------------------------------------
+// Like cudaIpcGetMemHandle / cudaIpcOpenMemHandle / cudaIpcCloseMemHandle:
+// another process of the same user on the same daemon opens the handle and
+// reads and writes the same device memory (no copy). The memory lives until
+// the exporter has freed it and every importer has closed it or exited,
+// whichever is last (the daemon counts the references), so an importer
+// never reads freed memory. A handle is 64 opaque, unguessable bytes; it
+// carries the pointer's offset inside its allocation, so a pointer into a
+// sub-block of an allocation opens at the same offset.
+inline constexpr size_t kIpcHandleSize = 64;
+struct IpcMemHandle {
+  unsigned char bytes[kIpcHandleSize];
+};
+// A handle for `device_ptr` (anywhere inside an allocation of this
+// process; not memory this process itself opened from a handle).
+Error IpcGetMemHandle(IpcMemHandle* handle, void* device_ptr);
+// Opens another process's handle: `*device_ptr` addresses the same memory
+// (at the handle's offset). Opening the same handle again returns the same
+// pointer and must be closed again. kInvalidHandle for a handle this
+// daemon never made or whose memory is gone, kInvalidValue for a malformed
+// one, kPermissionDenied for another user's.
+Error IpcOpenMemHandle(void** device_ptr, const IpcMemHandle& handle);
+// Closes a pointer from IpcOpenMemHandle (never Free it).
+Error IpcCloseMemHandle(void* device_ptr);
+
 // ---- Pinned host memory ------------------------------------------------
 // Like cudaHostAlloc / cudaFreeHost: host memory shared with the daemon
 // (a memfd both processes map), so copies between it and the device need

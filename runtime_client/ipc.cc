@@ -1,0 +1,74 @@
+// IPC memory handles (runtime.h): one control round trip each.
+#include <cstring>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "data_plane/device_address.h"
+#include "openreg/runtime.h"
+#include "runtime_client/client.h"
+#include "runtime_client/thread_state.h"
+
+namespace openreg {
+
+using client::MakeError;
+using client::NullArgumentError;
+using client::ReturnStatus;
+using client::Session;
+using client::WithSession;
+
+Error IpcGetMemHandle(IpcMemHandle* handle, void* device_ptr) {
+  if (handle == nullptr) {
+    return ReturnStatus(NullArgumentError("IpcGetMemHandle", "handle"));
+  }
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    proto::IpcGetMemHandleRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_address(reinterpret_cast<uint64_t>(device_ptr));
+    proto::IpcGetMemHandleReply reply;
+    absl::Status status = session.Call(
+        "IpcGetMemHandle", &proto::DeviceDaemon::Stub::IpcGetMemHandle, request,
+        &reply);
+    if (!status.ok()) return status;
+    if (reply.handle().size() != kIpcHandleSize) {
+      return MakeError(Error::kInternal,
+                       absl::StrCat("openreg: the daemon returned a ",
+                                    reply.handle().size(), "-byte IPC handle"));
+    }
+    std::memcpy(handle->bytes, reply.handle().data(), kIpcHandleSize);
+    return absl::OkStatus();
+  }));
+}
+
+Error IpcOpenMemHandle(void** device_ptr, const IpcMemHandle& handle) {
+  if (device_ptr == nullptr) {
+    return ReturnStatus(NullArgumentError("IpcOpenMemHandle", "device_ptr"));
+  }
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    proto::IpcOpenMemHandleRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_handle(std::string(reinterpret_cast<const char*>(handle.bytes),
+                                   kIpcHandleSize));
+    proto::IpcOpenMemHandleReply reply;
+    absl::Status status = session.Call(
+        "IpcOpenMemHandle", &proto::DeviceDaemon::Stub::IpcOpenMemHandle,
+        request, &reply);
+    if (!status.ok()) return status;
+    session.freed_addresses().Erase(reply.address());
+    *device_ptr = reinterpret_cast<void*>(reply.address());
+    return absl::OkStatus();
+  }));
+}
+
+Error IpcCloseMemHandle(void* device_ptr) {
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    proto::IpcCloseMemHandleRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_address(reinterpret_cast<uint64_t>(device_ptr));
+    proto::IpcCloseMemHandleReply reply;
+    return session.Call("IpcCloseMemHandle",
+                        &proto::DeviceDaemon::Stub::IpcCloseMemHandle, request,
+                        &reply);
+  }));
+}
+
+}  // namespace openreg
