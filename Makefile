@@ -23,11 +23,13 @@ apt-deps:
 # Test-only Python modules (module=package). torch.testing._internal, used by
 # the OpInfo conformance suite, imports numpy and expecttest.
 PYTHON_TEST_MODULES := pytest=pytest numpy=numpy expecttest=expecttest
+# Runtime Python modules: matplotlib draws openreg-fi's report plots.
+PYTHON_RUNTIME_MODULES := matplotlib=matplotlib
 
 python-deps:
 	@$(PYTHON) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(TORCH_VERSION)')" 2>/dev/null \
 	  || $(PYTHON) -m pip install -q "torch==$(TORCH_VERSION)"
-	@for entry in $(PYTHON_TEST_MODULES); do \
+	@for entry in $(PYTHON_TEST_MODULES) $(PYTHON_RUNTIME_MODULES); do \
 	  $(PYTHON) -c "import $${entry%%=*}" 2>/dev/null \
 	    || $(PYTHON) -m pip install -q "$${entry#*=}"; \
 	done
