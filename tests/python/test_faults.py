@@ -355,7 +355,7 @@ def test_a_failed_copy_is_raised_and_the_next_copy_works():
 
 
 def test_a_straggler_is_stretched_by_its_factor():
-    x = torch.randn(512, 512, device="openreg")
+    x = torch.randn(768, 768, device="openreg")
     (x @ x).cpu()
     import time
 
@@ -365,9 +365,13 @@ def test_a_straggler_is_stretched_by_its_factor():
         return time.monotonic() - start
 
     normal = min(timed() for _ in range(3))
-    faults.arm(faults.slow(factor=20), op="aten::mm", times=0)
+    since = len(faults.log())
+    faults.arm(faults.slow(factor=40), op="aten::mm", times=0)
     slowed = min(timed() for _ in range(3))
-    assert slowed > 5 * normal
+    # Each mm now sleeps 39 times its own run time after running: at
+    # least a few milliseconds for a 768x768 mm even on a fast machine.
+    assert slowed > normal + 0.1
+    assert len(faults.log(since)) == 3
 
 
 def test_a_slowed_kernel_takes_longer_and_still_computes():

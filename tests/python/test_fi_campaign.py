@@ -156,6 +156,23 @@ def test_classify_every_outcome():
     # The most severe sign wins: a detected error with a bad exit is DUE.
     assert cls.classify(_result(returncode=2, detected=["x"]), golden)[0] \
         == "DUE"
+    # An exception, then a signal while the interpreter exits: DUE.
+    exited = _result(returncode=-6)
+    exited.exception = "RuntimeError: injected fault"
+    assert cls.classify(exited, golden) == (
+        "DUE", "RuntimeError: injected fault (then SIGABRT while exiting)")
+
+
+def test_the_last_traceback_names_the_exception(tmp_path):
+    stderr = tmp_path / "stderr.txt"
+    stderr.write_text("warning: x\nTraceback (most recent call last):\n"
+                      '  File "a.py", line 1, in <module>\n'
+                      "torch.OutOfMemoryError: out of memory\n"
+                      "terminate called without an active exception\n")
+    assert cls.last_exception(str(stderr)) == \
+        "torch.OutOfMemoryError: out of memory"
+    stderr.write_text("no traceback here\n")
+    assert cls.last_exception(str(stderr)) == ""
 
 
 # ------------------------------------------------------------------ sampling

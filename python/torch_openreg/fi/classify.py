@@ -15,7 +15,8 @@ import signal
 
 __all__ = ["OUTCOMES", "Output", "RunResult", "classify", "compare_outputs",
            "compare_text", "compare_values", "last_error_line",
-           "read_output", "read_result_file", "signal_name"]
+           "last_exception", "read_output", "read_result_file",
+           "signal_name"]
 
 # In the order reports list them.
 OUTCOMES = ("Masked", "SDC", "DUE", "Hang", "Crash")
@@ -39,12 +40,15 @@ class Output:
 class RunResult:
     """How a run's program ended."""
 
-    def __init__(self, returncode, timed_out, seconds, output, error=""):
+    def __init__(self, returncode, timed_out, seconds, output, error="",
+                 exception=""):
         self.returncode = returncode  # negative: killed by that signal
         self.timed_out = timed_out
         self.seconds = seconds
         self.output = output          # an Output, or None if unreadable
         self.error = error            # the last line of its stderr
+        # The last Python exception it printed ("RuntimeError: ..."), if any.
+        self.exception = exception
 
 
 def read_result_file(path):
@@ -183,6 +187,13 @@ def classify(result, golden, rtol=0.0, atol=0.0):
     output differs from the golden output, Masked if not."""
     if result.timed_out:
         return "Hang", f"no exit within the timeout ({result.seconds:.1f} s)"
+    if result.returncode < 0 and result.exception:
+        # The program had already died of an exception; a signal while the
+        # interpreter exits (a C++ thread torn down mid-exit, such as
+        # PyTorch's autograd device threads after a failed backward) does
+        # not make the detected error a crash.
+        return "DUE", (f"{result.exception} (then "
+                       f"{signal_name(result.returncode)} while exiting)")
     if result.returncode < 0:
         return "Crash", f"killed by {signal_name(result.returncode)}"
     if result.output.detected:
@@ -193,6 +204,29 @@ def classify(result, golden, rtol=0.0, atol=0.0):
     if difference:
         return "SDC", difference
     return "Masked", ""
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*")
+
+
+def last_exception(path):
+    """The exception line ("RuntimeError: ...") of the last Python traceback
+    in a stderr file, or "" when it printed none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 65536))
+            lines = f.read().decode(errors="replace").splitlines()
+    except FileNotFoundError:
+        return ""
+    if _TRACEBACK not in lines:
+        return ""
+    start = len(lines) - 1 - lines[::-1].index(_TRACEBACK)
+    for line in lines[start + 1:]:
+        if _EXCEPTION_LINE.match(line):
+            return line.strip()[:500]
+    return ""
 
 
 def last_error_line(path):

@@ -6,7 +6,8 @@ import os
 import time
 
 from torch_openreg.fi import RESULT_ENV, RUN_ENV
-from torch_openreg.fi.classify import RunResult, last_error_line, read_output
+from torch_openreg.fi.classify import (RunResult, last_error_line,
+                                       last_exception, read_output)
 from torch_openreg.fi.daemons import RunDaemon
 from torch_openreg.fi.launch import RUN_DIR
 
@@ -81,6 +82,7 @@ def execute(launcher, daemon, run_dir, label, timeout, stop=None,
 
 def run_result(config, compare, run_dir, returncode, timed_out, seconds):
     """The RunResult of an execution."""
+    stderr = os.path.join(run_dir, "stderr.txt")
     return RunResult(returncode, timed_out, seconds,
                      read_run_output(config, compare, run_dir),
-                     last_error_line(os.path.join(run_dir, "stderr.txt")))
+                     last_error_line(stderr), last_exception(stderr))
