@@ -272,6 +272,23 @@ grpc::Status ControlService::IpcCloseMemHandle(
   return grpc::Status::OK;
 }
 
+grpc::Status ControlService::IpcImportCount(
+    grpc::ServerContext*, const proto::IpcImportCountRequest* request,
+    proto::IpcImportCountReply* reply) {
+  WithSession(
+      registry_, request->session(), reply->mutable_status(), [&](Session&) {
+        const uint64_t begin = request->address();
+        const uint64_t end = begin + request->size();
+        uint64_t opens = 0;
+        for (const std::shared_ptr<Session>& session : registry_->Snapshot()) {
+          opens += session->CountOpenImports(begin, end);
+        }
+        reply->set_opens(opens);
+        return absl::OkStatus();
+      });
+  return grpc::Status::OK;
+}
+
 grpc::Status ControlService::ArmFaults(grpc::ServerContext*,
                                        const proto::ArmFaultsRequest* request,
                                        proto::ArmFaultsReply* reply) {

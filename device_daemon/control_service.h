@@ -72,6 +72,9 @@ class ControlService final : public proto::DeviceDaemon::Service {
       grpc::ServerContext* context,
       const proto::IpcCloseMemHandleRequest* request,
       proto::IpcCloseMemHandleReply* reply) override;
+  grpc::Status IpcImportCount(grpc::ServerContext* context,
+                              const proto::IpcImportCountRequest* request,
+                              proto::IpcImportCountReply* reply) override;
   grpc::Status ArmFaults(grpc::ServerContext* context,
                          const proto::ArmFaultsRequest* request,
                          proto::ArmFaultsReply* reply) override;

@@ -255,6 +255,16 @@ absl::Status Session::CloseImported(uint64_t address) {
   return absl::OkStatus();
 }
 
+uint64_t Session::CountOpenImports(uint64_t begin, uint64_t end) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  uint64_t opens = 0;
+  for (auto it = table_.imports.lower_bound(begin);
+       it != table_.imports.end() && it->first < end; ++it) {
+    opens += it->second.second;
+  }
+  return opens;
+}
+
 uint64_t Session::imported_bytes() const {
   absl::ReaderMutexLock lock(&mutex_);
   return imported_bytes_;

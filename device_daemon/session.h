@@ -138,6 +138,8 @@ class Session {
   // every open of the buffer is closed.
   absl::Status CloseImported(uint64_t address);
   uint64_t imported_bytes() const;
+  // Opens not yet closed of imported addresses in [begin, end).
+  uint64_t CountOpenImports(uint64_t begin, uint64_t end) const;
   // The session's live allocations (for faults in memory at rest).
   std::vector<std::shared_ptr<DeviceBuffer>> Allocations() const;
 

@@ -71,4 +71,22 @@ Error IpcCloseMemHandle(void* device_ptr) {
   }));
 }
 
+Error IpcImportCount(const void* device_ptr, size_t size, uint64_t* opens) {
+  if (opens == nullptr) {
+    return ReturnStatus(NullArgumentError("IpcImportCount", "opens"));
+  }
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    proto::IpcImportCountRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_address(reinterpret_cast<uint64_t>(device_ptr));
+    request.set_size(size);
+    proto::IpcImportCountReply reply;
+    absl::Status status = session.Call(
+        "IpcImportCount", &proto::DeviceDaemon::Stub::IpcImportCount, request,
+        &reply);
+    if (status.ok()) *opens = reply.opens();
+    return status;
+  }));
+}
+
 }  // namespace openreg

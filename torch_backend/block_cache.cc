@@ -71,6 +71,13 @@ void* BlockCache::Allocate(size_t size, StreamId stream) {
   const size_t rounded = RoundSize(size);
   const bool small = rounded <= kSmallSize;
   Block* block = FindFreeBlock(rounded, stream, small);
+  if (block == nullptr && !shared_freed_.empty()) {
+    // Before growing: shared blocks that no other process holds any more.
+    const size_t held = shared_freed_.size();
+    if (CollectSharedLocked() < held) {
+      block = FindFreeBlock(rounded, stream, small);
+    }
+  }
   if (block == nullptr) block = AllocateSegment(rounded, stream, small);
   // Marked first: the split-off remainder must not merge back into it.
   block->allocated = true;
@@ -213,6 +220,50 @@ void BlockCache::Free(void* ptr) {
   Block* block = it->second;
   active_.erase(it);
   CountAllocation(block, -1);
+  if (block->shared) {
+    shared_freed_.push_back(block);
+    return;
+  }
+  Release(block);
+}
+
+bool BlockCache::MarkShared(void* ptr) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = active_.find(ptr);
+  if (it == active_.end()) return false;
+  it->second->shared = true;
+  return true;
+}
+
+size_t BlockCache::CollectShared() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return CollectSharedLocked();
+}
+
+size_t BlockCache::CollectSharedLocked() {
+  std::vector<Block*> still_open;
+  std::vector<Block*> freed;
+  freed.swap(shared_freed_);
+  for (Block* block : freed) {
+    uint64_t opens = 0;
+    const Error asked = memory_->ImportCount(block->ptr, block->size, &opens);
+    if (asked != Error::kSuccess) {
+      // Unknown: keep it out of reuse rather than risk another process's
+      // data.
+      memory_->IgnoreError(asked, "the block stays out of reuse");
+      still_open.push_back(block);
+    } else if (opens != 0) {
+      still_open.push_back(block);
+    } else {
+      block->shared = false;
+      Release(block);
+    }
+  }
+  shared_freed_ = std::move(still_open);
+  return shared_freed_.size();
+}
+
+void BlockCache::Release(Block* block) {
   if (block->stream_uses.empty()) {
     InsertFree(block);
     return;

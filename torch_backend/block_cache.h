@@ -41,6 +41,14 @@ class BlockCache {
   void Free(void* ptr);
   // Marks a block as used on another stream (Tensor.record_stream).
   void RecordStream(void* ptr, StreamId stream);
+  // Marks a block as shared through an IPC handle: once freed, it is kept
+  // out of reuse until no other process has it open (CollectShared).
+  // False for a pointer that is not an allocated block.
+  bool MarkShared(void* ptr);
+  // Returns freed shared blocks that no process has open any more to the
+  // cache; returns how many freed blocks are still held open elsewhere.
+  // Done by torch.openreg.ipc_collect() and before growing the cache.
+  size_t CollectShared();
   // Accounts memory the daemon allocated for this session (a synchronous
   // op's output); it is returned to the daemon, not cached, when freed.
   void Adopt(void* ptr, size_t size);
@@ -61,6 +69,7 @@ class BlockCache {
     StreamId stream = 0;
     bool allocated = false;
     bool small_pool = false;
+    bool shared = false;  // exported through an IPC handle
     Block* prev = nullptr;  // neighbours within one segment
     Block* next = nullptr;
     absl::flat_hash_set<StreamId> stream_uses;
@@ -80,6 +89,9 @@ class BlockCache {
   Block* SplitIfWorthIt(Block* block, size_t size);
   void InsertFree(Block* block);
   void ProcessPendingFrees(bool wait);
+  // Free's path for a block no other process holds.
+  void Release(Block* block);
+  size_t CollectSharedLocked();
   bool ReleaseFreeSegments();
   [[noreturn]] void ThrowOutOfMemory(size_t size, const std::string& daemon);
   void CountAllocation(Block* block, int sign);
@@ -92,6 +104,8 @@ class BlockCache {
   absl::flat_hash_map<void*, Block*> active_;
   absl::flat_hash_map<void*, size_t> adopted_;
   std::vector<PendingFree> pending_;
+  // Freed blocks that another process may still have open (IPC).
+  std::vector<Block*> shared_freed_;
   std::vector<EventId> spare_events_;
   size_t reserved_limit_ = 0;  // 0 = no limit
   c10::CachingDeviceAllocator::DeviceStats stats_;

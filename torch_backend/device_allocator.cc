@@ -82,6 +82,24 @@ void DeviceAllocator::emptyCache(c10::MempoolId_t /*mempool_id*/) {
   }
 }
 
+bool DeviceAllocator::MarkShared(void* ptr, c10::DeviceIndex device) {
+  return CacheFor(device).MarkShared(ptr);
+}
+
+size_t DeviceAllocator::CollectShared() {
+  int count = 0;
+  if (!IsConnected() ||
+      IgnoreError(GetDeviceCount(&count),
+                  "no device: nothing was ever shared") != Error::kSuccess) {
+    return 0;
+  }
+  size_t held = 0;
+  for (int device = 0; device < count; ++device) {
+    held += CacheFor(static_cast<c10::DeviceIndex>(device)).CollectShared();
+  }
+  return held;
+}
+
 void DeviceAllocator::recordStream(const c10::DataPtr& ptr,
                                    c10::Stream stream) {
   if (ptr.get() == nullptr) return;

@@ -32,6 +32,14 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   // Caps this process's reserved memory on `device` (like
   // torch.cuda.set_per_process_memory_fraction).
   void SetMemoryFraction(double fraction, c10::DeviceIndex device);
+
+  // IPC (torch.multiprocessing): marks the block at `ptr` as shared, so
+  // that once freed it is reused only after no other process holds it
+  // open. False when `ptr` is not a block of this allocator.
+  bool MarkShared(void* ptr, c10::DeviceIndex device);
+  // Returns freed shared blocks nobody holds open any more to the caches
+  // (torch.openreg.ipc_collect); returns how many are still held.
+  size_t CollectShared();
 };
 
 DeviceAllocator& GetDeviceAllocator();

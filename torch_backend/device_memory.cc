@@ -31,6 +31,11 @@ Error RuntimeDeviceMemory::Malloc(void** ptr, size_t size) {
 
 Error RuntimeDeviceMemory::Free(void* ptr) { return openreg::Free(ptr); }
 
+Error RuntimeDeviceMemory::ImportCount(const void* ptr, size_t size,
+                                       uint64_t* opens) {
+  return openreg::IpcImportCount(ptr, size, opens);
+}
+
 Error RuntimeDeviceMemory::CreateEvent(EventId* event) {
   return OnDevice(device_,
                   [&] { return EventCreate(event, kEventDisableTiming); });

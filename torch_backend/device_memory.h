@@ -27,6 +27,9 @@ class DeviceMemory {
   // kSuccess once the recorded work is done, kNotReady before.
   virtual Error QueryEvent(EventId event) = 0;
   virtual Error SynchronizeEvent(EventId event) = 0;
+  // Opens by other processes, not yet closed, of IPC handles inside
+  // [ptr, ptr + size).
+  virtual Error ImportCount(const void* ptr, size_t size, uint64_t* opens) = 0;
 
   // The message of the last failure on this thread.
   virtual std::string LastErrorMessage() = 0;
@@ -46,6 +49,7 @@ class RuntimeDeviceMemory : public DeviceMemory {
   Error RecordEvent(EventId event, StreamId stream) override;
   Error QueryEvent(EventId event) override;
   Error SynchronizeEvent(EventId event) override;
+  Error ImportCount(const void* ptr, size_t size, uint64_t* opens) override;
   std::string LastErrorMessage() override;
   void IgnoreError(Error error, const char* reason) override;
 

@@ -16,6 +16,7 @@
 #include "torch_backend/fault_bindings.h"
 #include "torch_backend/generator.h"
 #include "torch_backend/ignored_error.h"
+#include "torch_backend/ipc_bindings.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/fast_path_ops.h"
 #include "torch_backend/kernels/quantized_ops.h"
@@ -73,12 +74,23 @@ py::dict DaemonStats() {
     entry["allocated_bytes"] = session.allocated_bytes();
     entry["streams"] = session.streams();
     entry["commands_executed"] = session.commands_executed();
+    entry["imported_bytes"] = session.imported_bytes();
     sessions.append(entry);
+  }
+  py::list shared;
+  for (const proto::SharedAllocation& allocation : stats.shared()) {
+    py::dict entry;
+    entry["export_id"] = allocation.export_id();
+    entry["exporter_pid"] = allocation.exporter_pid();
+    entry["device"] = allocation.device();
+    entry["bytes"] = allocation.bytes();
+    shared.append(entry);
   }
   py::dict result;
   result["devices"] = devices;
   result["sessions"] = sessions;
   result["sessions_served"] = stats.sessions_served();
+  result["shared"] = shared;
   return result;
 }
 
@@ -167,6 +179,7 @@ PYBIND11_MODULE(_C, m) {
       py::arg("fraction"), py::arg("device"));
   m.def("_daemon_stats", &DaemonStats);
   RegisterFaultBindings(m);
+  RegisterIpcBindings(m);
   // Streams, for torch.openreg.streams (the device guard's thread-local
   // current streams and the per-device stream pools).
   m.def(

@@ -70,8 +70,9 @@ def _load():
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     from torch_openreg import dynamo
     dynamo.install()  # Dynamo's DeviceInterface, when Dynamo is imported
-    from torch_openreg.openreg import faults
+    from torch_openreg.openreg import faults, ipc
     faults._install_phase_hooks()
+    ipc.install()  # torch.multiprocessing carries openreg tensors
     _loaded = True
 
 

@@ -33,6 +33,8 @@ struct FakeDevice {
   std::set<StreamId> busy_streams;       // their events are not done yet
   std::string last_error;
   int ignored = 0;
+  // Opens by other processes of IPC handles, by block address.
+  std::map<const void*, uint64_t> imports;
 };
 
 class FakeDeviceMemory : public DeviceMemory {
@@ -75,6 +77,14 @@ class FakeDeviceMemory : public DeviceMemory {
     device_->busy_streams.erase(device_->recorded[event]);  // waits it out
     return Error::kSuccess;
   }
+  Error ImportCount(const void* ptr, size_t size, uint64_t* opens) override {
+    *opens = 0;
+    for (const auto& [address, count] : device_->imports) {
+      const char* begin = static_cast<const char*>(ptr);
+      if (address >= begin && address < begin + size) *opens += count;
+    }
+    return Error::kSuccess;
+  }
   std::string LastErrorMessage() override { return device_->last_error; }
   void IgnoreError(Error error, const char*) override {
     if (error != Error::kSuccess) device_->ignored += 1;
@@ -95,6 +105,29 @@ class BlockCacheTest : public ::testing::Test {
   FakeDevice device_;
   BlockCache cache_;
 };
+
+TEST_F(BlockCacheTest, ASharedBlockIsNotReusedWhileAnotherProcessHasItOpen) {
+  void* shared = cache_.Allocate(4096, 0);
+  ASSERT_TRUE(cache_.MarkShared(shared));
+  device_.imports[shared] = 1;  // a consumer opened its handle
+  cache_.Free(shared);
+  void* next = cache_.Allocate(4096, 0);
+  EXPECT_NE(next, shared);
+  EXPECT_EQ(cache_.CollectShared(), 1u);  // still open elsewhere
+  device_.imports.erase(shared);          // the consumer closed it
+  EXPECT_EQ(cache_.CollectShared(), 0u);
+  EXPECT_EQ(cache_.Allocate(4096, 0), shared);
+  EXPECT_FALSE(cache_.MarkShared(reinterpret_cast<void*>(0x42)));
+}
+
+TEST_F(BlockCacheTest, GrowingTheCacheFirstCollectsClosedSharedBlocks) {
+  void* shared = cache_.Allocate(20 * kMiB, 0);  // a segment of its own
+  ASSERT_TRUE(cache_.MarkShared(shared));
+  cache_.Free(shared);  // nobody opened it: collected at the next need
+  const size_t used = device_.used;
+  EXPECT_EQ(cache_.Allocate(20 * kMiB, 0), shared);
+  EXPECT_EQ(device_.used, used);  // no new segment
+}
 
 TEST_F(BlockCacheTest, SmallAllocationsSplitOneSegment) {
   void* a = cache_.Allocate(1000, /*stream=*/0);

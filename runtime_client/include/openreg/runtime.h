@@ -166,6 +166,10 @@ Error IpcGetMemHandle(IpcMemHandle* handle, void* device_ptr);
 Error IpcOpenMemHandle(void** device_ptr, const IpcMemHandle& handle);
 // Closes a pointer from IpcOpenMemHandle (never Free it).
 Error IpcCloseMemHandle(void* device_ptr);
+// How many opens of handles inside [device_ptr, device_ptr + size), by any
+// process, are not closed yet (an exporter's allocator reuses shared memory
+// only at 0).
+Error IpcImportCount(const void* device_ptr, size_t size, uint64_t* opens);
 
 // ---- Pinned host memory ------------------------------------------------
 // Like cudaHostAlloc / cudaFreeHost: host memory shared with the daemon
