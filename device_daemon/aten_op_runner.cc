@@ -27,6 +27,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "data_plane/tensor_extent.h"
@@ -76,6 +77,26 @@ class WarningCollector : public c10::WarningHandler {
 
  private:
   std::vector<c10::Warning> warnings_;
+};
+
+// Passes warnings on to the handler that was current, except ATen's
+// "output ... was resized" warning: an op the client called without out=
+// and the daemon runs as its out= overload may resize the output on the
+// way (mse_loss.out with a reduction), which the functional op never warns
+// about on CPU.
+class OutVariantWarningFilter : public c10::WarningHandler {
+ public:
+  OutVariantWarningFilter() : next_(c10::WarningUtils::get_warning_handler()) {}
+  void process(const c10::Warning& warning) override {
+    if (absl::StartsWith(warning.msg(),
+                         "An output with one or more elements was resized")) {
+      return;
+    }
+    next_->process(warning);
+  }
+
+ private:
+  c10::WarningHandler* const next_;
 };
 
 void EncodeWarning(const c10::Warning& warning, proto::KernelWarning* out) {
@@ -401,7 +422,11 @@ absl::Status Launch::RunOutVariant(const c10::OperatorHandle& out_variant,
     client_memory.push_back(tensor->data_ptr());
     stack->push_back(*std::move(tensor));
   }
-  Call(out_variant, stack);
+  {
+    OutVariantWarningFilter filter;
+    const c10::WarningUtils::WarningHandlerGuard guard(&filter);
+    Call(out_variant, stack);
+  }
   if (stack->size() != client_memory.size()) {
     return Fail(proto::INTERNAL,
                 absl::StrCat("the out= overload returned ", stack->size(),

@@ -294,6 +294,19 @@ class TestKernelWarnings(TestCase):
         self.assertEqual(result.cpu(),
                          torch.searchsorted(boundaries.cpu(), values.cpu()))
 
+    def test_reduced_losses_warn_nothing_cpu_does_not(self, device):
+        # The daemon runs mse_loss as its out= overload, which resizes the
+        # output on the way; that resize must not surface as a warning.
+        a = torch.randn(16, 1, device=device)
+        b = torch.randn(16, 1, device=device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for reduction in ("mean", "sum"):
+                loss = torch.nn.functional.mse_loss(a, b, reduction=reduction)
+                expected = torch.nn.functional.mse_loss(
+                    a.cpu(), b.cpu(), reduction=reduction)
+                self.assertEqual(loss.cpu(), expected)
+
     def test_warning_filters_apply(self, device):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
