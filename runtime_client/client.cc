@@ -88,6 +88,12 @@ absl::StatusOr<std::shared_ptr<Session>> Client::GetSession() {
   return session;
 }
 
+bool Client::InForkedChild() {
+  absl::ReaderMutexLock lock(&mutex_);
+  return session_ != nullptr &&
+         session_.get() == inherited_session_.load(std::memory_order_acquire);
+}
+
 absl::Status Client::Shutdown() {
   std::shared_ptr<Session> session;
   {

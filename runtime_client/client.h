@@ -31,6 +31,9 @@ class Client {
   std::shared_ptr<Session> CurrentSession();
   // Detaches and drops the current session; the next call attaches anew.
   absl::Status Shutdown();
+  // True in a child forked from a process with a session, until Shutdown()
+  // forgets the inherited session.
+  bool InForkedChild();
 
  private:
   Client() = default;

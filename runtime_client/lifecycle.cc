@@ -32,4 +32,6 @@ bool IsConnected() {
 
 Error Shutdown() { return ReturnStatus(Client::Get().Shutdown()); }
 
+bool InForkedChild() { return Client::Get().InForkedChild(); }
+
 }  // namespace openreg

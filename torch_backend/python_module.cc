@@ -178,6 +178,7 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("fraction"), py::arg("device"));
   m.def("_daemon_stats", &DaemonStats);
+  m.def("_is_in_bad_fork", &InForkedChild);
   RegisterFaultBindings(m);
   RegisterIpcBindings(m);
   // Streams, for torch.openreg.streams (the device guard's thread-local

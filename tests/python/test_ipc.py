@@ -76,6 +76,15 @@ def _hogwild_worker(rank, weight, done):
     done.put(rank)
 
 
+def _use_device_after_fork(results):
+    results.put(torch.openreg._is_in_bad_fork())
+    try:
+        torch.ones(2, device="openreg").sum().item()
+        results.put("no error")
+    except RuntimeError as error:
+        results.put(str(error))
+
+
 def _start(target, *args):
     process = CTX.Process(target=target, args=args)
     process.start()
@@ -217,6 +226,19 @@ def test_hogwild_processes_update_one_shared_model():
     assert [_finish(worker) for worker in workers] == [0, 0, 0, 0]
     assert model.weight.cpu().tolist() == [[5.0 * (rank + 1)] * 3
                                            for rank in range(4)]
+
+
+def test_a_forked_child_gets_a_clear_error_and_the_parent_is_untouched():
+    x = torch.ones(2, device="openreg")  # the parent has a session
+    assert not torch.openreg._is_in_bad_fork()
+    fork = mp.get_context("fork")
+    results = fork.Queue()
+    child = fork.Process(target=_use_device_after_fork, args=(results,))
+    child.start()
+    assert results.get(timeout=TIMEOUT) is True
+    assert "start children with 'spawn'" in results.get(timeout=TIMEOUT)
+    assert _finish(child) == 0
+    assert (x + 1).cpu().tolist() == [2.0, 2.0]
 
 
 class _Squares(torch.utils.data.Dataset):

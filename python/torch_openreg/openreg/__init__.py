@@ -154,7 +154,9 @@ def _lazy_init():
 
 
 def _is_in_bad_fork():
-    return False
+    """True in a child forked from a process that used the device: the
+    device cannot be used there (start children with 'spawn')."""
+    return _C._is_in_bad_fork()
 
 
 # Imported last: the submodules use the helpers above.

@@ -73,6 +73,10 @@ bool IsConnected();
 // Detaches the session (frees its memory in the daemon). Later calls
 // attach a new session.
 Error Shutdown();
+// True in a child forked from a process that had attached: the session is
+// the parent's and every call fails (start children with 'spawn'), as CUDA
+// refuses to re-initialize in a forked child. Never connects.
+bool InForkedChild();
 
 // ---- Devices -----------------------------------------------------------
 struct DeviceProperties {
