@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "data_plane/error_codes.h"
 #include "device_daemon/command_executor.h"
 #include "device_daemon/corruption.h"
@@ -363,6 +364,32 @@ TEST_F(FaultInjectorTest, AfterFiresOnEveryMatchPastTheFirstN) {
   }
   EXPECT_EQ(matches, (std::vector<uint64_t>{3, 4, 5}));
   EXPECT_EQ(injector_->log().CorrectedErrors(0), 3u);
+}
+
+TEST_F(FaultInjectorTest, AnOpenTimeWindowFiresAndAClosedOneDoesNot) {
+  ASSERT_TRUE(injector_
+                  ->Arm(Plan(R"({"corrected_error": {}, "name": "open",
+                                  "trigger": {"window_start_seconds": 0,
+                                              "window_end_seconds": 3600,
+                                              "times": 0}})"),
+                        session_.get())
+                  .ok());
+  ASSERT_TRUE(injector_
+                  ->Arm(Plan(R"({"corrected_error": {}, "name": "closed",
+                                  "trigger": {"window_end_seconds": 0.05,
+                                              "times": 0}})"),
+                        session_.get())
+                  .ok());
+  absl::SleepFor(absl::Milliseconds(100));  // the second window has closed
+  StreamDriver stream = Driver(*session_, 0);
+  ASSERT_EQ(stream.Run(Mul(output_)), std::nullopt);
+  ASSERT_EQ(stream.Run(Mul(output_)), std::nullopt);
+  std::map<std::string, uint64_t> fired;
+  for (const proto::ArmedFault& fault : injector_->List()) {
+    fired[fault.spec().name()] = fault.fired();
+  }
+  EXPECT_EQ(fired["open"], 2u);
+  EXPECT_EQ(fired["closed"], 0u);
 }
 
 TEST_F(FaultInjectorTest, AFutureTimeWindowNeverFiresYet) {
