@@ -65,6 +65,11 @@ std::string Json(const google::protobuf::Message& message) {
 // Prints the reply (as JSON with --json, else via `print`) or the refusal.
 template <typename Reply, typename Print>
 int Finish(const grpc::Status& transport, const Reply& reply, Print print) {
+  if (transport.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+    std::cerr << "openreg-ctl: permission denied: " << transport.error_message()
+              << "\n";
+    return kRefused;
+  }
   if (!transport.ok()) {
     std::cerr << "openreg-ctl: cannot reach the daemon: "
               << transport.error_message() << "\n";

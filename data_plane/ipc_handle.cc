@@ -31,7 +31,7 @@ uint64_t Get64(absl::string_view bytes, size_t at) {
 }
 
 const char* KindName(IpcHandleKind kind) {
-  return kind == IpcHandleKind::kMemory ? "memory" : "event";
+  return kind == IpcHandleKind::kMemory ? "a memory" : "an event";
 }
 
 absl::Status Invalid(absl::string_view why) {
@@ -74,9 +74,8 @@ absl::StatusOr<IpcHandle> DecodeIpcHandle(absl::string_view bytes,
     return Invalid("unknown handle kind");
   }
   if (kind != expected) {
-    return Invalid(absl::StrCat("this is an ", KindName(kind),
-                                " handle, not an ", KindName(expected),
-                                " handle"));
+    return Invalid(absl::StrCat("this is ", KindName(kind), " handle, not ",
+                                KindName(expected), " handle"));
   }
   for (size_t i = kPaddingAt; i < kIpcHandleBytes; ++i) {
     if (bytes[i] != '\0') return Invalid("corrupted (nonzero padding)");

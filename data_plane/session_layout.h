@@ -28,7 +28,7 @@ namespace openreg {
 
 // Bumped whenever this layout, commands.proto or control.proto change in a
 // way that old peers cannot handle.
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 inline constexpr uint64_t kSessionMagic = 0x4f50454e52454731ull;  // OPENREG1
 
 struct SessionLimits {
@@ -75,7 +75,29 @@ struct alignas(64) EventSlot {
   // Set by the daemon when the stream reaches the RecordEvent command.
   std::atomic<uint64_t> recorded_sequence;
   std::atomic<uint64_t> timestamp_ns;  // CLOCK_MONOTONIC
+  // Interprocess events only, written by the client when it enqueues an
+  // EventRecord (PackEventPosition), so that the daemon can tell an
+  // importer what to wait for before the record has run. 0 = nothing
+  // pending (never recorded, or the recording stream was destroyed after
+  // finishing).
+  std::atomic<uint64_t> enqueued_position;
 };
+
+// A (stream slot, sequence) in one word, so that a reader never sees half
+// of an update: the slot in the top 16 bits, the sequence below (2^48
+// commands per stream).
+inline constexpr int kEventPositionSequenceBits = 48;
+inline constexpr uint64_t PackEventPosition(uint32_t stream_slot,
+                                            uint64_t sequence) {
+  return (static_cast<uint64_t>(stream_slot) << kEventPositionSequenceBits) |
+         (sequence & ((uint64_t{1} << kEventPositionSequenceBits) - 1));
+}
+inline constexpr uint32_t EventPositionStream(uint64_t packed) {
+  return static_cast<uint32_t>(packed >> kEventPositionSequenceBits);
+}
+inline constexpr uint64_t EventPositionSequence(uint64_t packed) {
+  return packed & ((uint64_t{1} << kEventPositionSequenceBits) - 1);
+}
 
 struct alignas(64) SessionHeader {
   uint64_t magic;

@@ -36,6 +36,30 @@ absl::StatusOr<sockaddr_un> MakeAddress(const std::string& path) {
   return address;
 }
 
+// Takes every fd of every SCM_RIGHTS header in `message`: the first goes to
+// *keep when keep is not null and still -1, the rest are closed (a header
+// may carry several fds; the kernel already closed those that did not fit
+// in the control buffer).
+void KeepOrClosePassedFds(msghdr* message, int* keep) {
+  for (cmsghdr* header = CMSG_FIRSTHDR(message); header != nullptr;
+       header = CMSG_NXTHDR(message, header)) {
+    if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
+      continue;
+    }
+    const size_t count = (header->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const unsigned char* data = CMSG_DATA(header);
+    for (size_t i = 0; i < count; ++i) {
+      int fd;
+      std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
+      if (keep != nullptr && *keep < 0) {
+        *keep = fd;
+      } else {
+        close(fd);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<int> ListenUnix(const std::string& path) {
@@ -131,21 +155,32 @@ absl::Status ReceiveMessage(int socket, void* data, size_t size,
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return ErrnoError("recvmsg");
     if (got == 0) return absl::UnavailableError("attach socket closed by peer");
-    for (cmsghdr* header = CMSG_FIRSTHDR(&message); header != nullptr;
-         header = CMSG_NXTHDR(&message, header)) {
-      if (header->cmsg_level == SOL_SOCKET && header->cmsg_type == SCM_RIGHTS) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(header), sizeof(int));
-        if (received_fd != nullptr && *received_fd < 0) {
-          *received_fd = fd;
-        } else {
-          close(fd);  // unexpected extra fd: never leak it
-        }
-      }
-    }
+    KeepOrClosePassedFds(&message, received_fd);
     received += static_cast<size_t>(got);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> ReceiveAvailable(int socket, void* data, size_t size) {
+  while (true) {
+    iovec io{data, size};
+    msghdr message{};
+    message.msg_iov = &io;
+    message.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    const ssize_t got =
+        recvmsg(socket, &message, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+    if (got < 0) return ErrnoError("recvmsg");
+    KeepOrClosePassedFds(&message, /*keep=*/nullptr);
+    if (got == 0 && size > 0) {
+      return absl::UnavailableError("attach socket closed by peer");
+    }
+    return static_cast<size_t>(got);
+  }
 }
 
 bool PeerHungUp(int socket) {

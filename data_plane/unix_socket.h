@@ -34,9 +34,15 @@ absl::Status SendMessage(int socket, const void* data, size_t size,
                          int fd_to_send = -1);
 
 // Receives exactly `size` bytes within `timeout`; stores a passed fd in
-// *received_fd (or -1) when received_fd is not null.
+// *received_fd (or -1) when received_fd is not null. Every other passed fd
+// is closed: a peer must not be able to make us hold descriptors.
 absl::Status ReceiveMessage(int socket, void* data, size_t size,
                             absl::Duration timeout, int* received_fd = nullptr);
+
+// One non-blocking read of up to `size` bytes. Returns the byte count (0
+// when nothing is waiting), or kUnavailable when the peer has closed its
+// end. Passed fds are closed: callers of this never expect one.
+absl::StatusOr<size_t> ReceiveAvailable(int socket, void* data, size_t size);
 
 // True when the peer has closed its end (or the socket failed).
 bool PeerHungUp(int socket);

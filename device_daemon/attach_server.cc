@@ -1,11 +1,13 @@
 #include "device_daemon/attach_server.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -14,16 +16,22 @@
 #include "absl/time/clock.h"
 #include "data_plane/session_layout.h"
 #include "data_plane/unix_socket.h"
+#include "device_daemon/control_listener.h"
 #include "device_daemon/log.h"
 #include "protos/control.pb.h"
 
 namespace openreg::daemon {
 namespace {
 
-// A client must send its hello this soon after connecting.
+// A client must send its whole hello this soon after connecting.
 constexpr absl::Duration kHelloTimeout = absl::Seconds(5);
-// Once poll says the hello is there, reading it must not take longer.
-constexpr absl::Duration kHelloReadTimeout = absl::Milliseconds(500);
+// Connections still owing their hello; beyond this the oldest is dropped,
+// so that a flood of idle connections costs bounded memory and fds while
+// prompt clients still get through.
+constexpr size_t kMaxPendingHellos = 64;
+// Connections accepted per wake-up, so that a flood cannot starve the
+// connections already there.
+constexpr int kMaxAcceptsPerWake = 64;
 
 template <size_t N>
 void CopyText(char (&field)[N], const std::string& text) {
@@ -43,9 +51,11 @@ AttachWelcome BaseWelcome(uint32_t device_count) {
 
 }  // namespace
 
-AttachServer::AttachServer(SessionRegistry* registry, std::string socket_path,
-                           uint32_t device_count)
+AttachServer::AttachServer(SessionRegistry* registry,
+                           const SocketDirectory* directory,
+                           std::string socket_path, uint32_t device_count)
     : registry_(registry),
+      directory_(directory),
       socket_path_(std::move(socket_path)),
       device_count_(device_count),
       daemon_uid_(getuid()) {}
@@ -56,8 +66,12 @@ absl::Status AttachServer::Start() {
   absl::StatusOr<int> listen_fd = ListenUnix(socket_path_);
   if (!listen_fd.ok()) return listen_fd.status();
   listen_fd_ = *listen_fd;
+  // Accept() drains the backlog until EAGAIN.
+  fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
   // Only this user may connect; SO_PEERCRED is checked as well.
-  chmod(socket_path_.c_str(), 0600);
+  absl::Status restricted =
+      directory_->RestrictSocket(BaseName(socket_path_), 0600);
+  if (!restricted.ok()) return restricted;
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   drop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0 || drop_fd_ < 0) {
@@ -79,7 +93,7 @@ void AttachServer::Stop() {
   if (listen_fd_ >= 0) {
     close(listen_fd_);
     listen_fd_ = -1;
-    unlink(socket_path_.c_str());
+    directory_->RemoveOwnSocket(BaseName(socket_path_));
   }
   if (wake_fd_ >= 0) {
     close(wake_fd_);
@@ -127,56 +141,100 @@ void AttachServer::Loop() {
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
     fds.push_back({drop_fd_, POLLIN, 0});
+    // Wake up in time for the earliest hello deadline.
+    absl::Duration wait = absl::Seconds(1);
+    const absl::Time before = absl::Now();
     for (const auto& [fd, connection] : connections_) {
       fds.push_back({fd, POLLIN | POLLRDHUP, 0});
+      if (connection.session_id == 0) {
+        wait = std::min(wait, connection.accepted + kHelloTimeout - before);
+      }
     }
-    const int ready = poll(fds.data(), fds.size(), /*timeout_ms=*/1000);
+    const int timeout_ms = static_cast<int>(std::clamp<int64_t>(
+        absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1))), 0,
+        1000));
+    const int ready = poll(fds.data(), fds.size(), timeout_ms);
     if (ready < 0 && errno != EINTR) {
       Log(LogLevel::kError, "attach socket poll: ", std::strerror(errno));
       return;
     }
     if (fds[0].revents != 0) return;  // Stop()
-    if (fds[1].revents & POLLIN) Accept();
     if (fds[2].revents & POLLIN) DropRequestedSessions();
-    const absl::Time now = absl::Now();
     for (size_t i = 3; i < fds.size(); ++i) {
       const int fd = fds[i].fd;
       auto connection = connections_.find(fd);
       if (connection == connections_.end()) continue;
       const short events = fds[i].revents;
       if (connection->second.session_id == 0) {
-        if (events & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) {
-          Attach(fd);
-        } else if (now - connection->second.accepted > kHelloTimeout) {
-          Disconnect(fd, "no hello");
-        }
+        if (events & (POLLIN | POLLHUP | POLLERR | POLLRDHUP)) ReadHello(fd);
         continue;
       }
       if (events & (POLLHUP | POLLERR | POLLRDHUP)) {
         Disconnect(fd, "client disconnected");
       } else if (events & POLLIN) {
-        // Nothing is expected after the welcome; drain and ignore it, but
-        // notice an orderly shutdown.
+        // Nothing is expected after the welcome; drain and ignore it (and
+        // close any fd passed with it), but notice an orderly shutdown.
         char scratch[256];
-        const ssize_t got = recv(fd, scratch, sizeof(scratch), MSG_DONTWAIT);
-        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EINTR)) {
+        if (!ReceiveAvailable(fd, scratch, sizeof(scratch)).ok()) {
           Disconnect(fd, "client disconnected");
         }
       }
     }
+    // After the existing connections, so that their hellos are read before
+    // a flood of new ones can push them out.
+    if (fds[1].revents & POLLIN) Accept();
+    DropExpiredHellos(absl::Now());
   }
 }
 
 void AttachServer::Accept() {
-  const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-  if (fd < 0) {
-    if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
-      Log(LogLevel::kWarning,
-          "accept on attach socket: ", std::strerror(errno));
+  for (int accepted = 0; accepted < kMaxAcceptsPerWake; ++accepted) {
+    // Non-blocking: reads and the welcome never wait for the peer.
+    const int fd =
+        accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        Log(LogLevel::kWarning,
+            "accept on attach socket: ", std::strerror(errno));
+        // E.g. EMFILE: back off instead of spinning on a ready socket.
+        usleep(10000);
+      }
+      return;
     }
-    return;
+    Connection& connection = connections_[fd];
+    connection.accepted = absl::Now();
+    size_t pending = 0;
+    auto oldest = connections_.end();
+    for (auto it = connections_.begin(); it != connections_.end(); ++it) {
+      if (it->second.session_id != 0) continue;
+      ++pending;
+      if (oldest == connections_.end() ||
+          it->second.accepted < oldest->second.accepted) {
+        oldest = it;
+      }
+    }
+    if (pending > kMaxPendingHellos) {
+      Log(LogLevel::kDebug, "attach socket: more than ", kMaxPendingHellos,
+          " connections owe a hello; dropping the oldest");
+      Disconnect(oldest->first, "too many connections waiting for a hello");
+    }
   }
-  connections_[fd] = Connection{0, absl::Now()};
+}
+
+void AttachServer::DropExpiredHellos(absl::Time now) {
+  std::vector<int> expired;
+  for (const auto& [fd, connection] : connections_) {
+    if (connection.session_id == 0 &&
+        now - connection.accepted >= kHelloTimeout) {
+      expired.push_back(fd);
+    }
+  }
+  for (int fd : expired) {
+    Log(LogLevel::kDebug, "attach socket: no complete hello within ",
+        absl::FormatDuration(kHelloTimeout), "; closing the connection");
+    Disconnect(fd, "no hello");
+  }
 }
 
 void AttachServer::SendRefusal(int fd, int32_t error_code,
@@ -188,28 +246,41 @@ void AttachServer::SendRefusal(int fd, int32_t error_code,
   Log(LogLevel::kInfo, "refused attach: ", message);
 }
 
+void AttachServer::ReadHello(int fd) {
+  Connection& connection = connections_[fd];
+  if (!connection.peer_checked) {
+    absl::StatusOr<PeerCredentials> peer = GetPeerCredentials(fd);
+    if (!peer.ok()) {
+      Disconnect(fd, "no peer credentials");
+      return;
+    }
+    if (peer->uid != daemon_uid_) {
+      SendRefusal(fd, proto::PERMISSION_DENIED,
+                  ForeignUidMessage(peer->uid, daemon_uid_, socket_path_));
+      Disconnect(fd, "another uid");
+      return;
+    }
+    connection.peer = *peer;
+    connection.peer_checked = true;
+  }
+  char* const hello = reinterpret_cast<char*>(&connection.hello);
+  absl::StatusOr<size_t> got =
+      ReceiveAvailable(fd, hello + connection.hello_bytes,
+                       sizeof(AttachHello) - connection.hello_bytes);
+  if (!got.ok()) {
+    Disconnect(fd, "hung up before its hello");
+    return;
+  }
+  connection.hello_bytes += *got;
+  if (connection.hello_bytes == sizeof(AttachHello)) Attach(fd);
+}
+
 void AttachServer::Attach(int fd) {
   // From here on the connection either becomes a session or is closed.
-  connections_.erase(fd);
-  absl::StatusOr<PeerCredentials> peer = GetPeerCredentials(fd);
-  if (!peer.ok()) {
-    close(fd);
-    return;
-  }
-  if (peer->uid != daemon_uid_) {
-    SendRefusal(
-        fd, proto::PERMISSION_DENIED,
-        absl::StrCat("uid ", peer->uid,
-                     " may not use the openreg-daemon of uid ", daemon_uid_));
-    close(fd);
-    return;
-  }
-  AttachHello hello;
-  std::memset(&hello, 0, sizeof(hello));
-  if (!ReceiveMessage(fd, &hello, sizeof(hello), kHelloReadTimeout).ok()) {
-    close(fd);
-    return;
-  }
+  auto pending = connections_.find(fd);
+  AttachHello hello = pending->second.hello;
+  const PeerCredentials peer = pending->second.peer;
+  connections_.erase(pending);
   if (hello.magic != kAttachMagic) {
     SendRefusal(fd, proto::INVALID_VALUE,
                 "not an openreg attach request (bad magic)");
@@ -228,7 +299,7 @@ void AttachServer::Attach(int fd) {
   hello.client_name[sizeof(hello.client_name) - 1] = '\0';
   const std::string client_name(hello.client_name);
   absl::StatusOr<std::shared_ptr<Session>> session =
-      registry_->Create(*peer, client_name);
+      registry_->Create(peer, client_name);
   if (!session.ok()) {
     SendRefusal(
         fd, proto::RESOURCE_EXHAUSTED,
@@ -250,7 +321,7 @@ void AttachServer::Attach(int fd) {
   }
   connections_[fd] = Connection{(*session)->id(), absl::Now()};
   Log(LogLevel::kInfo, "attached session ", (*session)->id(), " (pid ",
-      peer->pid, ", '", client_name, "')");
+      peer.pid, ", '", client_name, "')");
 }
 
 void AttachServer::Disconnect(int fd, const char* reason) {

@@ -5,7 +5,10 @@
 // gone and tears the session down.
 //
 // One thread polls the listening socket, every connection and a wake-up
-// eventfd.
+// eventfd. Nothing on it blocks on a peer: a hello is read as it arrives
+// (non-blocking, however many pieces it comes in), each connection has a
+// deadline for its hello, and the number of connections still owing one
+// is bounded, so slow or silent peers never delay anyone else's attach.
 #ifndef OPENREG_DEVICE_DAEMON_ATTACH_SERVER_H_
 #define OPENREG_DEVICE_DAEMON_ATTACH_SERVER_H_
 
@@ -22,15 +25,18 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "data_plane/attach_protocol.h"
+#include "data_plane/unix_socket.h"
 #include "device_daemon/session_registry.h"
+#include "device_daemon/socket_directory.h"
 
 namespace openreg::daemon {
 
 class AttachServer {
  public:
-  // `registry` must outlive the server.
-  AttachServer(SessionRegistry* registry, std::string socket_path,
-               uint32_t device_count);
+  // `registry` and `directory` (the socket's folder) must outlive the
+  // server.
+  AttachServer(SessionRegistry* registry, const SocketDirectory* directory,
+               std::string socket_path, uint32_t device_count);
   AttachServer(const AttachServer&) = delete;
   AttachServer& operator=(const AttachServer&) = delete;
   ~AttachServer();  // Stop()
@@ -51,18 +57,31 @@ class AttachServer {
   struct Connection {
     uint64_t session_id = 0;  // 0 until attached
     absl::Time accepted;
+    // Until attached: the hello received so far, and the peer once its
+    // credentials were checked.
+    AttachHello hello{};
+    size_t hello_bytes = 0;
+    bool peer_checked = false;
+    PeerCredentials peer{};
   };
 
   void Loop();
+  // Accepts every waiting connection, dropping the oldest still owing a
+  // hello when there are too many.
   void Accept();
-  // Reads AttachHello, checks it and answers; keeps the connection when a
+  // Checks the peer's uid (once), then reads whatever has arrived of its
+  // hello; attaches when the hello is complete.
+  void ReadHello(int fd);
+  // Checks the complete hello and answers; keeps the connection when a
   // session was created.
   void Attach(int fd);
+  void DropExpiredHellos(absl::Time now);
   void SendRefusal(int fd, int32_t error_code, const std::string& message);
   void Disconnect(int fd, const char* reason);
   void DropRequestedSessions();
 
   SessionRegistry* const registry_;
+  const SocketDirectory* const directory_;
   const std::string socket_path_;
   const uint32_t device_count_;
   const uid_t daemon_uid_;

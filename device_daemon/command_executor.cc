@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "device_daemon/errors.h"
+#include "device_daemon/ipc_event_wait.h"
 #include "device_daemon/session.h"
 
 namespace openreg::daemon {
@@ -74,6 +75,8 @@ std::string CommandName(const proto::Command& command) {
       return "record_event";
     case proto::Command::kWaitStream:
       return "wait_stream";
+    case proto::Command::kWaitIpcEvent:
+      return "wait_ipc_event";
     case proto::Command::kFree:
       return "free";
     case proto::Command::BODY_NOT_SET:
@@ -141,6 +144,8 @@ absl::Status CommandExecutor::Dispatch(const StreamContext& context,
       return RecordEvent(context, command.record_event(), command.sequence());
     case proto::Command::kWaitStream:
       return WaitStream(context, command.wait_stream(), command.sequence());
+    case proto::Command::kWaitIpcEvent:
+      return WaitIpcEvent(context, command.wait_ipc_event());
     case proto::Command::kFree:
       return FreeMemory(context, command.free(), command.sequence());
     case proto::Command::BODY_NOT_SET:
@@ -262,6 +267,19 @@ absl::Status CommandExecutor::WaitStream(const StreamContext& context,
     completed.WaitForAtLeast(wait.sequence(), kWaitSlice);
   }
   return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::WaitIpcEvent(const StreamContext& context,
+                                           const proto::WaitIpcEvent& wait) {
+  absl::StatusOr<IpcEventSource> source =
+      context.session->ImportedEventSource(wait.event_slot());
+  if (!source.ok()) return source.status();
+  IpcEventPosition position;
+  position.stream_slot = wait.stream_slot();
+  position.sequence = wait.sequence();
+  position.generation = wait.generation();
+  return AwaitIpcEvent(*source, position, absl::InfiniteFuture(),
+                       [&context] { return context.stop_requested(); });
 }
 
 absl::Status CommandExecutor::FreeMemory(const StreamContext& context,

@@ -57,6 +57,10 @@ class CommandExecutor {
   // `wait.sequence()`, in slices so that a stop request is noticed.
   absl::Status WaitStream(const StreamContext& context,
                           const proto::WaitStream& wait, uint64_t sequence);
+  // Blocks until another process's interprocess event reaches the
+  // position the client captured (ipc_event_wait.h).
+  absl::Status WaitIpcEvent(const StreamContext& context,
+                            const proto::WaitIpcEvent& wait);
   absl::Status FreeMemory(const StreamContext& context,
                           const proto::FreeMemory& free, uint64_t sequence);
   absl::Status Launch(const StreamContext& context,

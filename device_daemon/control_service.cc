@@ -9,6 +9,7 @@
 #include "data_plane/session_layout.h"
 #include "data_plane/version.h"
 #include "device_daemon/errors.h"
+#include "device_daemon/ipc_event_wait.h"
 #include "device_daemon/log.h"
 
 namespace openreg::daemon {
@@ -172,7 +173,8 @@ grpc::Status ControlService::CreateEvent(
   WithSession(registry_, request->session(), reply->mutable_status(),
               [&](Session& session) -> absl::Status {
                 absl::StatusOr<uint32_t> slot = session.CreateEvent(
-                    request->device(), request->enable_timing());
+                    request->device(), request->enable_timing(),
+                    request->interprocess());
                 if (!slot.ok()) return slot.status();
                 reply->set_slot(*slot);
                 return absl::OkStatus();
@@ -286,6 +288,79 @@ grpc::Status ControlService::IpcImportCount(
         reply->set_opens(opens);
         return absl::OkStatus();
       });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::IpcGetEventHandle(
+    grpc::ServerContext*, const proto::IpcGetEventHandleRequest* request,
+    proto::IpcGetEventHandleReply* reply) {
+  absl::StatusOr<std::shared_ptr<Session>> session =
+      registry_->Find(request->session());
+  absl::StatusOr<std::string> handle =
+      session.ok() ? exports_->ExportEvent(*session, request->event_slot())
+                   : absl::StatusOr<std::string>(session.status());
+  if (handle.ok()) reply->set_handle(*std::move(handle));
+  ToProtoStatus(handle.status(), reply->mutable_status());
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::IpcOpenEventHandle(
+    grpc::ServerContext*, const proto::IpcOpenEventHandleRequest* request,
+    proto::IpcOpenEventHandleReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<OpenedEvent> opened =
+                    exports_->OpenEvent(session, request->handle());
+                if (!opened.ok()) return opened.status();
+                reply->set_event_slot(opened->event_slot);
+                reply->set_device(opened->device);
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::IpcEventCapture(
+    grpc::ServerContext*, const proto::IpcEventCaptureRequest* request,
+    proto::IpcEventCaptureReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<IpcEventSource> source =
+                    session.ImportedEventSource(request->event_slot());
+                if (!source.ok()) return source.status();
+                absl::StatusOr<IpcEventPosition> position =
+                    CaptureIpcEvent(*source);
+                if (!position.ok()) return position.status();
+                reply->set_done(position->sequence == 0);
+                reply->set_stream_slot(position->stream_slot);
+                reply->set_sequence(position->sequence);
+                reply->set_generation(position->generation);
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::IpcEventWait(
+    grpc::ServerContext* context, const proto::IpcEventWaitRequest* request,
+    proto::IpcEventWaitReply* reply) {
+  // One call waits at most this long; the client calls again, so that a
+  // gRPC thread is never held indefinitely.
+  constexpr uint32_t kMaxWaitMs = 1000;
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<IpcEventSource> source =
+                    session.ImportedEventSource(request->event_slot());
+                if (!source.ok()) return source.status();
+                IpcEventPosition position;
+                position.stream_slot = request->stream_slot();
+                position.sequence = request->sequence();
+                position.generation = request->generation();
+                const absl::Time deadline =
+                    absl::Now() + absl::Milliseconds(std::min(
+                                      request->timeout_ms(), kMaxWaitMs));
+                return AwaitIpcEvent(*source, position, deadline, [&] {
+                  return context->IsCancelled() || session.closed();
+                });
+              });
   return grpc::Status::OK;
 }
 

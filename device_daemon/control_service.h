@@ -68,13 +68,25 @@ class ControlService final : public proto::DeviceDaemon::Service {
   grpc::Status IpcOpenMemHandle(grpc::ServerContext* context,
                                 const proto::IpcOpenMemHandleRequest* request,
                                 proto::IpcOpenMemHandleReply* reply) override;
-  grpc::Status IpcCloseMemHandle(
-      grpc::ServerContext* context,
-      const proto::IpcCloseMemHandleRequest* request,
-      proto::IpcCloseMemHandleReply* reply) override;
+  grpc::Status IpcCloseMemHandle(grpc::ServerContext* context,
+                                 const proto::IpcCloseMemHandleRequest* request,
+                                 proto::IpcCloseMemHandleReply* reply) override;
   grpc::Status IpcImportCount(grpc::ServerContext* context,
                               const proto::IpcImportCountRequest* request,
                               proto::IpcImportCountReply* reply) override;
+  grpc::Status IpcGetEventHandle(grpc::ServerContext* context,
+                                 const proto::IpcGetEventHandleRequest* request,
+                                 proto::IpcGetEventHandleReply* reply) override;
+  grpc::Status IpcOpenEventHandle(
+      grpc::ServerContext* context,
+      const proto::IpcOpenEventHandleRequest* request,
+      proto::IpcOpenEventHandleReply* reply) override;
+  grpc::Status IpcEventCapture(grpc::ServerContext* context,
+                               const proto::IpcEventCaptureRequest* request,
+                               proto::IpcEventCaptureReply* reply) override;
+  grpc::Status IpcEventWait(grpc::ServerContext* context,
+                            const proto::IpcEventWaitRequest* request,
+                            proto::IpcEventWaitReply* reply) override;
   grpc::Status ArmFaults(grpc::ServerContext* context,
                          const proto::ArmFaultsRequest* request,
                          proto::ArmFaultsReply* reply) override;

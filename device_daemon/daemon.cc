@@ -3,7 +3,6 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "data_plane/attach_protocol.h"
 #include "device_daemon/byte_size.h"
+#include "device_daemon/control_listener.h"
 #include "device_daemon/errors.h"
 #include "device_daemon/log.h"
 #include "device_daemon/socket_directory.h"
@@ -26,12 +26,6 @@ namespace {
 // How often Run() re-checks the idle limit.
 constexpr int kRunPollMilliseconds = 250;
 
-void RemoveIfPresent(const std::string& path) {
-  if (unlink(path.c_str()) == 0) {
-    Log(LogLevel::kDebug, "removed stale ", path);
-  }
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
@@ -39,16 +33,22 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   if (options.socket_path.empty()) {
     return absl::InvalidArgumentError("no socket path");
   }
-  absl::Status directory = PrepareSocketDirectory(options.socket_path);
-  if (!directory.ok()) return directory;
+  absl::StatusOr<SocketDirectory> directory =
+      SocketDirectory::Open(options.socket_path);
+  if (!directory.ok()) return directory.status();
   absl::StatusOr<InstanceLock> lock =
-      InstanceLock::Acquire(options.socket_path);
+      InstanceLock::Acquire(*directory, options.socket_path);
   if (!lock.ok()) return lock.status();
-  // Holding the lock, any socket file left behind is from a dead daemon.
-  RemoveIfPresent(options.socket_path);
-  RemoveIfPresent(AttachSocketPath(options.socket_path));
+  // Holding the lock, a socket of ours left behind is from a dead daemon;
+  // anything else there is not ours to remove.
+  for (const std::string& path :
+       {options.socket_path, AttachSocketPath(options.socket_path)}) {
+    absl::Status removed = directory->RemoveStaleSocket(BaseName(path));
+    if (!removed.ok()) return removed;
+  }
 
-  std::unique_ptr<Daemon> daemon(new Daemon(options, *std::move(lock)));
+  std::unique_ptr<Daemon> daemon(
+      new Daemon(options, *std::move(directory), *std::move(lock)));
   absl::StatusOr<std::unique_ptr<Devices>> devices =
       Devices::Create(options.devices, options.memory_per_device);
   if (!devices.ok()) return devices.status();
@@ -77,8 +77,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   return daemon;
 }
 
-Daemon::Daemon(const DaemonOptions& options, InstanceLock lock)
-    : options_(options), lock_(std::move(lock)) {
+Daemon::Daemon(const DaemonOptions& options, SocketDirectory directory,
+               InstanceLock lock)
+    : options_(options),
+      directory_(std::move(directory)),
+      lock_(std::move(lock)) {
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
@@ -92,9 +95,9 @@ std::string Daemon::attach_socket_path() const {
 }
 
 absl::Status Daemon::StartServers() {
-  attach_server_ =
-      std::make_unique<AttachServer>(registry_.get(), attach_socket_path(),
-                                     static_cast<uint32_t>(devices_->count()));
+  attach_server_ = std::make_unique<AttachServer>(
+      registry_.get(), &directory_, attach_socket_path(),
+      static_cast<uint32_t>(devices_->count()));
   absl::Status attach = attach_server_->Start();
   if (!attach.ok()) return attach;
 
@@ -105,17 +108,18 @@ absl::Status Daemon::StartServers() {
   control_service_ = std::make_unique<ControlService>(
       devices_.get(), registry_.get(), faults_.get(), &exports_,
       attach_socket_path());
+  // No listening port: control_listener_ accepts the connections and hands
+  // this server only those of the daemon's uid.
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + options_.socket_path,
-                           grpc::InsecureServerCredentials());
   builder.RegisterService(control_service_.get());
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr) {
     return absl::UnavailableError(absl::StrCat(
-        "cannot start the gRPC server on unix:", options_.socket_path));
+        "cannot start the gRPC server for ", options_.socket_path));
   }
-  chmod(options_.socket_path.c_str(), 0600);
-  return absl::OkStatus();
+  control_listener_ = std::make_unique<ControlListener>(
+      &directory_, options_.socket_path, grpc_server_.get());
+  return control_listener_->Start();
 }
 
 void Daemon::Run(int signal_fd) {
@@ -158,6 +162,7 @@ void Daemon::Shutdown() {
   // requests blocked on a session (e.g. a draining DestroyStream) so that
   // the gRPC server can finish its calls.
   if (attach_server_ != nullptr) attach_server_->Stop();
+  if (control_listener_ != nullptr) control_listener_->Stop();
   if (registry_ != nullptr) registry_->CloseAll();
   if (grpc_server_ != nullptr) {
     grpc_server_->Shutdown(std::chrono::system_clock::now() +
@@ -165,7 +170,6 @@ void Daemon::Shutdown() {
     grpc_server_->Wait();
     grpc_server_.reset();
   }
-  unlink(options_.socket_path.c_str());
 }
 
 }  // namespace openreg::daemon

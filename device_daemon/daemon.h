@@ -14,6 +14,7 @@
 #include "data_plane/session_layout.h"
 #include "device_daemon/attach_server.h"
 #include "device_daemon/command_executor.h"
+#include "device_daemon/control_listener.h"
 #include "device_daemon/control_service.h"
 #include "device_daemon/devices.h"
 #include "device_daemon/fault_injector.h"
@@ -21,6 +22,7 @@
 #include "device_daemon/ipc_exports.h"
 #include "device_daemon/op_runner.h"
 #include "device_daemon/session_registry.h"
+#include "device_daemon/socket_directory.h"
 #include "protos/faults.pb.h"
 
 namespace grpc {
@@ -73,11 +75,14 @@ class Daemon {
   FaultInjector& faults() { return *faults_; }
 
  private:
-  Daemon(const DaemonOptions& options, InstanceLock lock);
+  Daemon(const DaemonOptions& options, SocketDirectory directory,
+         InstanceLock lock);
   absl::Status StartServers();
 
   const DaemonOptions options_;
-  // Declared first so that it is released last, after the sockets are gone.
+  // Declared first so that they are released last, after the sockets are
+  // gone: the sockets are created and removed relative to directory_.
+  SocketDirectory directory_;
   InstanceLock lock_;
   int stop_fd_ = -1;  // eventfd written by RequestStop()
   std::unique_ptr<Devices> devices_;
@@ -88,6 +93,7 @@ class Daemon {
   std::unique_ptr<SessionRegistry> registry_;
   std::unique_ptr<ControlService> control_service_;
   std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<ControlListener> control_listener_;
   std::unique_ptr<AttachServer> attach_server_;
   bool shut_down_ = false;
 };

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,12 +16,30 @@
 namespace openreg::daemon {
 
 absl::StatusOr<InstanceLock> InstanceLock::Acquire(
-    const std::string& socket_path) {
+    const SocketDirectory& directory, const std::string& socket_path) {
+  const std::string name = BaseName(socket_path) + ".lock";
   const std::string path = socket_path + ".lock";
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  const int fd =
+      openat(directory.fd(), name.c_str(),
+             O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
   if (fd < 0) {
+    if (errno == ELOOP) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          path,
+          " is a symbolic link; the daemon never writes through one: remove "
+          "it, or choose another --socket"));
+    }
     return absl::InternalError(
         absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  }
+  struct stat info;
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) ||
+      info.st_uid != getuid() || info.st_nlink != 1) {
+    close(fd);
+    return absl::PermissionDeniedError(absl::StrCat(
+        path, " is not a regular file of uid ", getuid(),
+        " with a single link; the daemon does not write into it: remove it, "
+        "or choose another --socket"));
   }
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int saved = errno;

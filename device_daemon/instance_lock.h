@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "device_daemon/socket_directory.h"
 
 namespace openreg::daemon {
 
@@ -16,8 +17,11 @@ class InstanceLock {
  public:
   // Takes the lock for `socket_path` without waiting. When another process
   // holds it: kAlreadyExists with "another daemon (pid N) already serves
-  // <socket_path>".
-  static absl::StatusOr<InstanceLock> Acquire(const std::string& socket_path);
+  // <socket_path>". The file is opened in `directory` without following a
+  // symlink, and must be a regular file of this user with one link, so
+  // that the pid written into it never lands in someone else's file.
+  static absl::StatusOr<InstanceLock> Acquire(const SocketDirectory& directory,
+                                              const std::string& socket_path);
 
   InstanceLock(InstanceLock&& other) noexcept;
   InstanceLock& operator=(InstanceLock&& other) noexcept;

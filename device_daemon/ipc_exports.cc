@@ -29,6 +29,25 @@ absl::Status UnknownHandle(absl::string_view why) {
                    absl::StrCat("cannot open the IPC handle: ", why));
 }
 
+std::array<uint8_t, 16> RandomSecret() {
+  std::array<uint8_t, 16> secret{};
+  for (size_t i = 0; i < secret.size(); i += 8) {
+    const uint64_t word = RandomWord();
+    for (size_t j = 0; j < 8; ++j) {
+      secret[i + j] = static_cast<uint8_t>(word >> (8 * j));
+    }
+  }
+  return secret;
+}
+
+absl::Status OtherUser(uid_t exporter_uid) {
+  return MakeError(
+      proto::PERMISSION_DENIED,
+      absl::StrCat("cannot open the IPC handle: it was exported by uid ",
+                   exporter_uid,
+                   ", and only processes of that uid may open it"));
+}
+
 }  // namespace
 
 IpcExports::IpcExports() : instance_(RandomWord()) {}
@@ -48,6 +67,27 @@ void IpcExports::Prune() {
       ++it;
     }
   }
+  for (auto it = event_exports_.begin(); it != event_exports_.end();) {
+    std::shared_ptr<const Session> exporter = it->second.exporter.lock();
+    if (exporter == nullptr || exporter->closed() ||
+        !exporter->HoldsEvent(it->second.event_slot, it->second.serial)) {
+      it = event_exports_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::StatusOr<IpcHandle> IpcExports::DecodeOwnHandle(
+    absl::string_view bytes, IpcHandleKind kind) const {
+  absl::StatusOr<IpcHandle> handle = DecodeIpcHandle(bytes, kind);
+  if (!handle.ok()) return handle.status();
+  if (handle->daemon_instance != instance_) {
+    return UnknownHandle(
+        "it was made by another openreg daemon (or an earlier run of this "
+        "one); handles are valid only on the daemon that made them");
+  }
+  return handle;
 }
 
 absl::StatusOr<std::string> IpcExports::ExportMemory(const Session& exporter,
@@ -71,12 +111,7 @@ absl::StatusOr<std::string> IpcExports::ExportMemory(const Session& exporter,
   }
   Export entry;
   entry.buffer = buffer;
-  for (size_t i = 0; i < entry.secret.size(); i += 8) {
-    const uint64_t word = RandomWord();
-    for (size_t j = 0; j < 8; ++j) {
-      entry.secret[i + j] = static_cast<uint8_t>(word >> (8 * j));
-    }
-  }
+  entry.secret = RandomSecret();
   entry.uid = exporter.uid();
   entry.exporter_session = exporter.id();
   entry.exporter_pid = exporter.pid();
@@ -92,13 +127,8 @@ absl::StatusOr<std::string> IpcExports::ExportMemory(const Session& exporter,
 absl::StatusOr<OpenedMemory> IpcExports::OpenMemory(Session& importer,
                                                     absl::string_view bytes) {
   absl::StatusOr<IpcHandle> handle =
-      DecodeIpcHandle(bytes, IpcHandleKind::kMemory);
+      DecodeOwnHandle(bytes, IpcHandleKind::kMemory);
   if (!handle.ok()) return handle.status();
-  if (handle->daemon_instance != instance_) {
-    return UnknownHandle(
-        "it was made by another openreg daemon (or an earlier run of this "
-        "one); handles are valid only on the daemon that made them");
-  }
   std::shared_ptr<DeviceBuffer> buffer;
   {
     absl::MutexLock lock(&mutex_);
@@ -108,12 +138,7 @@ absl::StatusOr<OpenedMemory> IpcExports::OpenMemory(Session& importer,
       return UnknownHandle("no such export (a forged or corrupted handle)");
     }
     if (found->second.uid != importer.uid()) {
-      return MakeError(
-          proto::PERMISSION_DENIED,
-          absl::StrCat("cannot open the IPC handle: it was exported by uid ",
-                       found->second.uid,
-                       ", and only processes of that uid "
-                       "may open it"));
+      return OtherUser(found->second.uid);
     }
     buffer = found->second.buffer.lock();
     if (buffer == nullptr) {
@@ -133,6 +158,78 @@ absl::StatusOr<OpenedMemory> IpcExports::OpenMemory(Session& importer,
       importer.OpenImported(std::move(buffer), handle->offset);
   if (!address.ok()) return address.status();
   opened.address = *address;
+  return opened;
+}
+
+absl::StatusOr<std::string> IpcExports::ExportEvent(
+    const std::shared_ptr<const Session>& exporter, uint32_t event_slot) {
+  absl::StatusOr<ExportableEvent> event =
+      exporter->ExportableEventAt(event_slot);
+  if (!event.ok()) return event.status();
+  IpcHandle handle;
+  handle.kind = IpcHandleKind::kEvent;
+  handle.daemon_instance = instance_;
+  absl::MutexLock lock(&mutex_);
+  Prune();
+  for (const auto& [id, entry] : event_exports_) {
+    if (entry.exporter.lock() == exporter && entry.event_slot == event_slot &&
+        entry.serial == event->serial) {
+      handle.export_id = id;
+      handle.secret = entry.secret;
+      return EncodeIpcHandle(handle);
+    }
+  }
+  EventExport entry;
+  entry.exporter = exporter;
+  entry.event_slot = event_slot;
+  entry.serial = event->serial;
+  entry.secret = RandomSecret();
+  entry.uid = exporter->uid();
+  entry.device = event->device;
+  handle.export_id = next_export_++;
+  handle.secret = entry.secret;
+  event_exports_[handle.export_id] = entry;
+  return EncodeIpcHandle(handle);
+}
+
+absl::StatusOr<OpenedEvent> IpcExports::OpenEvent(Session& importer,
+                                                  absl::string_view bytes) {
+  absl::StatusOr<IpcHandle> handle =
+      DecodeOwnHandle(bytes, IpcHandleKind::kEvent);
+  if (!handle.ok()) return handle.status();
+  IpcEventSource source;
+  int device = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    Prune();
+    auto found = event_exports_.find(handle->export_id);
+    if (found == event_exports_.end() ||
+        !SameSecret(found->second.secret, handle->secret)) {
+      // Pruned exports are indistinguishable from forged ones here; say
+      // both.
+      return UnknownHandle(
+          "no such event export (a forged or corrupted handle, or the "
+          "exporter destroyed the event or ended)");
+    }
+    if (found->second.uid != importer.uid()) {
+      return OtherUser(found->second.uid);
+    }
+    source.exporter = found->second.exporter.lock();
+    source.event_slot = found->second.event_slot;
+    source.serial = found->second.serial;
+    device = found->second.device;
+  }
+  if (source.exporter.get() == &importer) {
+    return InvalidValueError(
+        "cannot open the IPC handle: this process exported the event; use "
+        "the event itself");
+  }
+  OpenedEvent opened;
+  opened.device = device;
+  absl::StatusOr<uint32_t> slot =
+      importer.OpenImportedEvent(std::move(source), device);
+  if (!slot.ok()) return slot.status();
+  opened.event_slot = *slot;
   return opened;
 }
 

@@ -45,6 +45,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
         absl::StrCat("a session needs at least one stream slot per device (",
                      devices->count(), "), limits allow ", limits.max_streams));
   }
+  // A stream slot must fit the 16 bits of an event position
+  // (PackEventPosition).
+  if (limits.max_streams > (1u << (64 - kEventPositionSequenceBits))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "at most ", 1u << (64 - kEventPositionSequenceBits),
+        " stream slots per session, limits ask for ", limits.max_streams));
+  }
   const SessionHeader layout = ComputeSessionLayout(
       limits, static_cast<uint32_t>(devices->count()), identity.id);
   absl::StatusOr<SharedMemory> segment = SharedMemory::Create(
@@ -72,6 +79,8 @@ Session::Session(SessionIdentity identity, Devices* devices,
       layout_(layout) {
   // The segment is zero-filled; the header is the only thing to write.
   std::memcpy(base_, &layout_, sizeof(layout_));
+  absl::MutexLock lock(&mutex_);
+  stream_generations_.assign(layout_.limits.max_streams, 0);
 }
 
 Session::~Session() { Close(); }
@@ -396,6 +405,7 @@ void Session::ActivateStream(uint32_t slot, int device, int priority) {
   shared->priority = priority;
   shared->state.store(static_cast<uint32_t>(StreamState::kActive),
                       std::memory_order_release);
+  ++stream_generations_[slot];
   StreamEntry& entry = table_.streams[slot];
   entry.device = device;
   entry.priority = priority;
@@ -464,17 +474,34 @@ bool Session::IsStreamAlive(uint32_t slot) const {
 
 // ---- Events ------------------------------------------------------------
 
-absl::StatusOr<uint32_t> Session::CreateEvent(int device, bool enable_timing) {
+absl::StatusOr<uint32_t> Session::CreateEvent(int device, bool enable_timing,
+                                              bool interprocess) {
   if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+  if (interprocess && enable_timing) {
+    return InvalidValueError(
+        "an interprocess event cannot record timestamps: create it with "
+        "timing disabled (as cudaEventInterprocess requires "
+        "cudaEventDisableTiming)");
+  }
+  EventEntry entry;
+  entry.device = device;
+  entry.enable_timing = enable_timing;
+  entry.interprocess = interprocess;
   absl::MutexLock lock(&mutex_);
+  return AddEventLocked(std::move(entry));
+}
+
+absl::StatusOr<uint32_t> Session::AddEventLocked(EventEntry entry) {
   if (absl::Status open = CheckOpen(); !open.ok()) return open;
   for (uint32_t slot = 0; slot < layout_.limits.max_events; ++slot) {
     if (table_.events.count(slot) != 0) continue;
-    table_.events[slot] = EventEntry{device, enable_timing};
+    entry.serial = next_event_serial_++;
+    table_.events[slot] = std::move(entry);
     EventSlot* shared = event_slot(slot);
     shared->stream_slot = 0;
     shared->recorded_sequence.store(0, std::memory_order_relaxed);
     shared->timestamp_ns.store(0, std::memory_order_relaxed);
+    shared->enqueued_position.store(0, std::memory_order_relaxed);
     shared->in_use.store(1, std::memory_order_release);
     return slot;
   }
@@ -484,11 +511,15 @@ absl::StatusOr<uint32_t> Session::CreateEvent(int device, bool enable_timing) {
 }
 
 absl::Status Session::DestroyEvent(uint32_t slot) {
+  std::shared_ptr<const IpcEventSource> source;  // dropped after the lock
   absl::MutexLock lock(&mutex_);
   if (absl::Status open = CheckOpen(); !open.ok()) return open;
-  if (table_.events.erase(slot) == 0) {
+  auto entry = table_.events.find(slot);
+  if (entry == table_.events.end()) {
     return InvalidHandleError(absl::StrCat("event ", slot, " does not exist"));
   }
+  source = std::move(entry->second.imported);
+  table_.events.erase(entry);
   event_slot(slot)->in_use.store(0, std::memory_order_release);
   return absl::OkStatus();
 }
@@ -496,6 +527,71 @@ absl::Status Session::DestroyEvent(uint32_t slot) {
 bool Session::IsEventLive(uint32_t slot) const {
   absl::ReaderMutexLock lock(&mutex_);
   return !closed_ && table_.events.count(slot) != 0;
+}
+
+// ---- Interprocess events -------------------------------------------------
+
+absl::StatusOr<ExportableEvent> Session::ExportableEventAt(
+    uint32_t slot) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  auto entry = table_.events.find(slot);
+  if (entry == table_.events.end()) {
+    return InvalidHandleError(absl::StrCat("event ", slot, " does not exist"));
+  }
+  if (entry->second.imported != nullptr) {
+    return InvalidValueError(absl::StrCat(
+        "event ", slot,
+        " was opened from an IPC handle; only the process that created an "
+        "event can export it"));
+  }
+  if (!entry->second.interprocess) {
+    return InvalidValueError(absl::StrCat(
+        "event ", slot,
+        " was not created as an interprocess event; create it with "
+        "kEventInterprocess (torch.openreg.Event(interprocess=True))"));
+  }
+  return ExportableEvent{entry->second.serial, entry->second.device};
+}
+
+bool Session::HoldsEvent(uint32_t slot, uint64_t serial) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  if (closed_) {
+    auto kept = event_serials_at_close_.find(slot);
+    return kept != event_serials_at_close_.end() && kept->second == serial;
+  }
+  auto entry = table_.events.find(slot);
+  return entry != table_.events.end() && entry->second.serial == serial;
+}
+
+absl::StatusOr<uint32_t> Session::OpenImportedEvent(IpcEventSource source,
+                                                    int device) {
+  if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
+  EventEntry entry;
+  entry.device = device;
+  entry.imported = std::make_shared<const IpcEventSource>(std::move(source));
+  absl::MutexLock lock(&mutex_);
+  return AddEventLocked(std::move(entry));
+}
+
+absl::StatusOr<IpcEventSource> Session::ImportedEventSource(
+    uint32_t slot) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  auto entry = table_.events.find(slot);
+  if (entry == table_.events.end()) {
+    return InvalidHandleError(absl::StrCat("event ", slot, " does not exist"));
+  }
+  if (entry->second.imported == nullptr) {
+    return InvalidValueError(
+        absl::StrCat("event ", slot, " was not opened from an IPC handle"));
+  }
+  return *entry->second.imported;
+}
+
+uint64_t Session::StreamGeneration(uint32_t slot) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  return slot < stream_generations_.size() ? stream_generations_[slot] : 0;
 }
 
 // ---- Lifetime ----------------------------------------------------------
@@ -577,6 +673,9 @@ void Session::Close() {
     for (auto& [slot, entry] : table_.streams) {
       if (entry.worker != nullptr) workers.push_back(entry.worker);
     }
+    for (const auto& [slot, entry] : table_.events) {
+      event_serials_at_close_[slot] = entry.serial;
+    }
     std::swap(released, table_);
     allocated_bytes_ = 0;
     imported_bytes_ = 0;
@@ -584,6 +683,7 @@ void Session::Close() {
   // Ask every worker first so that they wind down in parallel.
   for (auto& worker : workers) worker->RequestStop();
   for (auto& worker : workers) worker->Join();
+  streams_stopped_.store(true, std::memory_order_release);
   if (executor_ != nullptr) executor_->SessionClosed(identity_.id);
   // `released` now drops the last table references to the session's
   // memory; DeviceBuffer returns each block to its arena.

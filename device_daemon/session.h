@@ -39,7 +39,24 @@
 namespace openreg::daemon {
 
 class CommandExecutor;
+class Session;
 class StreamWorker;
+
+// An event opened from another session's IPC handle names the exporter's
+// event. The exporter's Session object is kept (not its memory: a closed
+// session has released that) so that its stream counters stay readable
+// after it ends; the reference is dropped when the importer destroys the
+// event or closes.
+struct IpcEventSource {
+  std::shared_ptr<const Session> exporter;
+  uint32_t event_slot = 0;
+  uint64_t serial = 0;  // which event of that slot (slots are reused)
+};
+
+struct ExportableEvent {
+  uint64_t serial = 0;
+  int device = 0;
+};
 
 struct SessionIdentity {
   uint64_t id = 0;
@@ -166,9 +183,27 @@ class Session {
   bool IsStreamAlive(uint32_t slot) const;
 
   // ---- Events ----------------------------------------------------------
-  absl::StatusOr<uint32_t> CreateEvent(int device, bool enable_timing);
+  // An `interprocess` event may be exported (ExportableEventAt); it cannot
+  // time, as in CUDA.
+  absl::StatusOr<uint32_t> CreateEvent(int device, bool enable_timing,
+                                       bool interprocess = false);
   absl::Status DestroyEvent(uint32_t slot);
   bool IsEventLive(uint32_t slot) const;
+
+  // ---- Interprocess events (ipc_exports.h, ipc_event_wait.h) ------------
+  // Interprocess event `slot` of this session, for export.
+  absl::StatusOr<ExportableEvent> ExportableEventAt(uint32_t slot) const;
+  // True while event `serial` lives in `slot`, and after Close() for the
+  // events that lived at the time.
+  bool HoldsEvent(uint32_t slot, uint64_t serial) const;
+  // Adds an event that names `source` (opened from a handle); returns its
+  // slot in this session.
+  absl::StatusOr<uint32_t> OpenImportedEvent(IpcEventSource source, int device);
+  // What event `slot`, opened from a handle, names.
+  absl::StatusOr<IpcEventSource> ImportedEventSource(uint32_t slot) const;
+  // How many times stream slot `slot` has been (re)started: a captured
+  // position on it is stale once this changes.
+  uint64_t StreamGeneration(uint32_t slot) const;
 
   // ---- Sticky errors ----------------------------------------------------
   // Makes `error` the session's sticky error (the first one wins): every
@@ -184,6 +219,11 @@ class Session {
   // fail with INVALID_HANDLE. The segment stays mapped until destruction.
   void Close();
   bool closed() const;
+  // True once Close() has stopped every stream: the completion counters
+  // are final.
+  bool streams_stopped() const {
+    return streams_stopped_.load(std::memory_order_acquire);
+  }
 
   void CountCommand() {
     commands_executed_.fetch_add(1, std::memory_order_relaxed);
@@ -207,6 +247,9 @@ class Session {
   struct EventEntry {
     int device = 0;
     bool enable_timing = false;
+    bool interprocess = false;
+    uint64_t serial = 0;
+    std::shared_ptr<const IpcEventSource> imported;  // null if local
   };
   // Everything the session owns.
   struct ResourceTable {
@@ -222,6 +265,9 @@ class Session {
           SharedMemory segment, const SessionHeader& layout);
 
   absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  // Puts `entry` in a free event slot (assigning its serial).
+  absl::StatusOr<uint32_t> AddEventLocked(EventEntry entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // kInvalidDevice unless `device` is one of the daemon's devices.
   absl::Status CheckDevice(int device) const;
   // The allocation containing `address`, or null.
@@ -246,6 +292,7 @@ class Session {
   const SessionHeader layout_;
   std::atomic<uint64_t> commands_executed_{0};
   std::atomic<bool> has_sticky_error_{false};
+  std::atomic<bool> streams_stopped_{false};
   absl::Status sticky_error_ ABSL_GUARDED_BY(mutex_);
 
   mutable absl::Mutex mutex_;
@@ -254,6 +301,11 @@ class Session {
   uint64_t allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t imported_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   uint32_t next_host_region_ ABSL_GUARDED_BY(mutex_) = 1;
+  uint64_t next_event_serial_ ABSL_GUARDED_BY(mutex_) = 1;
+  // The serial of every event live at Close() (HoldsEvent after close).
+  std::map<uint32_t, uint64_t> event_serials_at_close_ ABSL_GUARDED_BY(mutex_);
+  // Per stream slot, how many times ActivateStream started it.
+  std::vector<uint64_t> stream_generations_ ABSL_GUARDED_BY(mutex_);
   // Recently freed addresses, to tell a double free from a wild pointer.
   std::set<uint64_t> recently_freed_ ABSL_GUARDED_BY(mutex_);
   std::deque<uint64_t> recently_freed_order_ ABSL_GUARDED_BY(mutex_);

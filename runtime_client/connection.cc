@@ -61,6 +61,29 @@ std::unique_ptr<proto::DeviceDaemon::Stub> NewStub(
                                 grpc::InsecureChannelCredentials(), arguments));
 }
 
+// The daemon must run as this user: a socket answered by another uid is
+// another user's daemon, or an impostor who took over the socket's folder,
+// and either would see this process's tensors.
+absl::Status CheckDaemonUid(int socket, const std::string& path) {
+  absl::StatusOr<PeerCredentials> peer = GetPeerCredentials(socket);
+  if (!peer.ok()) {
+    return MakeError(Error::kDaemonUnavailable,
+                     absl::StrCat("openreg: cannot tell who serves ", path,
+                                  ": ", peer.status().message()));
+  }
+  if (peer->uid != getuid()) {
+    return MakeError(
+        Error::kPermissionDenied,
+        absl::StrCat("openreg: ", path, " is served by uid ", peer->uid,
+                     " (pid ", peer->pid, "), not by this user (uid ", getuid(),
+                     "); openreg only talks to a daemon of its own user. Set "
+                     "OPENREG_DAEMON_SOCKET to a socket in a folder only you "
+                     "can write, or remove ",
+                     path, " if its folder is yours"));
+  }
+  return absl::OkStatus();
+}
+
 std::string ClientName() {
   return absl::StrCat(program_invocation_short_name, "[", getpid(), "]");
 }
@@ -118,6 +141,8 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
                                   fd.status().message()));
   }
   connection->attach_socket = UniqueFd(*fd);
+  absl::Status trusted = CheckDaemonUid(*fd, attach_path);
+  if (!trusted.ok()) return trusted;
 
   AttachHello hello{};
   hello.magic = kAttachMagic;
@@ -200,7 +225,9 @@ Attempt TryConnect(const std::string& socket_path) {
                                          probe.status().message())),
                   absl::IsUnavailable(probe.status()));
   }
+  absl::Status trusted = CheckDaemonUid(*probe, socket_path);
   close(*probe);
+  if (!trusted.ok()) return Failed(std::move(trusted));
 
   Connection connection;
   connection.socket_path = socket_path;

@@ -45,8 +45,18 @@ void CloseInheritedDescriptors(int max_fd) {
   sigemptyset(&all_signals);
   sigprocmask(SIG_SETMASK, &all_signals, nullptr);
   const int null_fd = open("/dev/null", O_RDWR);
+  // Never through a symlink, and only into this user's own file: the log
+  // sits in the socket folder, which the daemon checks only after this.
   int log_fd =
-      open(spawn.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+      open(spawn.log_path.c_str(),
+           O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NOCTTY, 0600);
+  struct stat log_info;
+  if (log_fd >= 0 &&
+      (fstat(log_fd, &log_info) != 0 || !S_ISREG(log_info.st_mode) ||
+       log_info.st_uid != getuid())) {
+    close(log_fd);
+    log_fd = -1;
+  }
   if (log_fd < 0) log_fd = null_fd;
   if (null_fd >= 0) {
     dup2(null_fd, STDIN_FILENO);

@@ -4,12 +4,9 @@ namespace openreg::client {
 
 EventTable::EventTable(uint32_t max_events) : events_(max_events) {}
 
-void EventTable::Add(uint32_t slot, int device, bool timing) {
+void EventTable::Add(uint32_t slot, const EventInfo& info) {
   absl::MutexLock lock(&mutex_);
   if (slot >= events_.size()) return;
-  EventInfo info;
-  info.device = device;
-  info.timing = timing;
   events_[slot] = info;
 }
 
@@ -31,14 +28,18 @@ void EventTable::SetRecorded(uint32_t slot, const StreamPosition& position) {
   events_[slot]->recorded_work_done = false;
 }
 
-void EventTable::ForgetStream(uint32_t stream_slot) {
+std::vector<uint32_t> EventTable::ForgetStream(uint32_t stream_slot) {
   absl::MutexLock lock(&mutex_);
-  for (std::optional<EventInfo>& event : events_) {
+  std::vector<uint32_t> interprocess;
+  for (uint32_t slot = 0; slot < events_.size(); ++slot) {
+    std::optional<EventInfo>& event = events_[slot];
     if (event.has_value() && event->recorded.sequence != 0 &&
         event->recorded.slot == stream_slot) {
       event->recorded_work_done = true;
+      if (event->interprocess) interprocess.push_back(slot);
     }
   }
+  return interprocess;
 }
 
 }  // namespace openreg::client

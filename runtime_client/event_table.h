@@ -17,6 +17,11 @@ namespace openreg::client {
 struct EventInfo {
   int device = -1;
   bool timing = true;
+  // Created with kEventInterprocess: its records are published in the
+  // event slot for importers (EventSlot::enqueued_position).
+  bool interprocess = false;
+  // Opened from another process's handle: waits go through the daemon.
+  bool imported = false;
   // Where the latest EventRecord was enqueued; sequence 0 = never recorded.
   StreamPosition recorded;
   // The recording stream was destroyed after finishing: the work is done.
@@ -27,13 +32,14 @@ class EventTable {
  public:
   explicit EventTable(uint32_t max_events);
 
-  void Add(uint32_t slot, int device, bool timing);
+  void Add(uint32_t slot, const EventInfo& info);
   void Remove(uint32_t slot);
   // nullopt when `slot` is not a live event of this session.
   std::optional<EventInfo> Find(uint32_t slot) const;
   void SetRecorded(uint32_t slot, const StreamPosition& position);
-  // See StagingPool::ForgetStream.
-  void ForgetStream(uint32_t stream_slot);
+  // See StagingPool::ForgetStream. Returns the interprocess events whose
+  // latest record was on the stream.
+  std::vector<uint32_t> ForgetStream(uint32_t stream_slot);
 
  private:
   mutable absl::Mutex mutex_;

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "openreg/runtime.h"
 #include "runtime_client/client.h"
+#include "runtime_client/imported_events.h"
 #include "runtime_client/thread_state.h"
 
 namespace openreg {
@@ -37,17 +38,36 @@ bool RecordedWorkDone(Session& session, const EventInfo& info) {
   return info.recorded_work_done || session.IsFinished(info.recorded);
 }
 
+// The stream waits (on the device) for the exporter's latest record as of
+// now.
+absl::Status SubmitImportedWait(Session& session, StreamContext& stream,
+                                EventId event) {
+  absl::StatusOr<client::CapturedIpcEvent> captured =
+      client::CaptureImportedEvent(session, event);
+  if (!captured.ok()) return captured.status();
+  if (captured->done) return absl::OkStatus();
+  proto::Command command;
+  proto::WaitIpcEvent* wait = command.mutable_wait_ipc_event();
+  wait->set_event_slot(event);
+  wait->set_stream_slot(captured->stream_slot);
+  wait->set_sequence(captured->sequence);
+  wait->set_generation(captured->generation);
+  absl::StatusOr<uint64_t> sequence = session.SubmitCommand(stream, &command);
+  return sequence.status();
+}
+
 }  // namespace
 
 Error EventCreate(EventId* event, unsigned flags) {
   if (event == nullptr) {
     return ReturnStatus(NullArgumentError("EventCreate", "event"));
   }
-  if ((flags & ~kEventDisableTiming) != 0) {
+  if ((flags & ~(kEventDisableTiming | kEventInterprocess)) != 0) {
     return ReturnStatus(
         MakeError(Error::kInvalidValue,
                   absl::StrCat("openreg: EventCreate: unknown flags ", flags)));
   }
+  const bool interprocess = (flags & kEventInterprocess) != 0;
   return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
     absl::StatusOr<int> device = session.CurrentDevice();
     if (!device.ok()) return device.status();
@@ -56,6 +76,7 @@ Error EventCreate(EventId* event, unsigned flags) {
     session.FillRef(request.mutable_session());
     request.set_device(*device);
     request.set_enable_timing(timing);
+    request.set_interprocess(interprocess);
     proto::CreateEventReply reply;
     absl::Status created =
         session.Call("CreateEvent", &proto::DeviceDaemon::Stub::CreateEvent,
@@ -67,7 +88,11 @@ Error EventCreate(EventId* event, unsigned flags) {
                                     reply.slot(), ", beyond the session's ",
                                     session.limits().max_events, " slots"));
     }
-    session.events().Add(reply.slot(), *device, timing);
+    EventInfo added;
+    added.device = *device;
+    added.timing = timing;
+    added.interprocess = interprocess;
+    session.events().Add(reply.slot(), added);
     *event = reply.slot();
     return absl::OkStatus();
   }));
@@ -78,7 +103,9 @@ Error EventDestroy(EventId event) {
     absl::StatusOr<EventInfo> info = FindEvent(session, event);
     if (!info.ok()) return info.status();
     // Let a pending RecordEvent run first, so that the daemon never stamps
-    // a slot that has been freed (or handed to a new event).
+    // a slot that has been freed (or handed to a new event), and so that
+    // importers of an interprocess event have nothing pending once it is
+    // gone.
     if (!RecordedWorkDone(session, *info)) {
       absl::Status waited = session.WaitForCompletion(
           session.StreamAt(info->recorded.slot), info->recorded.sequence);
@@ -101,6 +128,14 @@ Error EventRecord(EventId event, StreamId stream) {
   return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
     absl::StatusOr<EventInfo> info = FindEvent(session, event);
     if (!info.ok()) return info.status();
+    if (info->imported) {
+      return MakeError(
+          Error::kInvalidValue,
+          absl::StrCat("openreg: EventRecord: event ", event,
+                       " was opened from another process's IPC handle and "
+                       "cannot be recorded here; record an interprocess "
+                       "event of this process and share its handle"));
+    }
     absl::StatusOr<StreamContext*> context = session.FindStream(stream);
     if (!context.ok()) return context.status();
     const int stream_device =
@@ -118,6 +153,13 @@ Error EventRecord(EventId event, StreamId stream) {
         session.SubmitCommand(**context, &command);
     if (!sequence.ok()) return sequence.status();
     session.events().SetRecorded(event, {(*context)->slot, *sequence});
+    if (info->interprocess) {
+      // Published after the command is in the ring: a process that learns
+      // of the record (from this process, after this call) sees it.
+      session.event_slot(event)->enqueued_position.store(
+          PackEventPosition((*context)->slot, *sequence),
+          std::memory_order_release);
+    }
     return absl::OkStatus();
   }));
 }
@@ -126,6 +168,16 @@ Error EventQuery(EventId event) {
   return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
     absl::StatusOr<EventInfo> info = FindEvent(session, event);
     if (!info.ok()) return info.status();
+    if (info->imported) {
+      absl::StatusOr<client::CapturedIpcEvent> captured =
+          client::CaptureImportedEvent(session, event);
+      if (!captured.ok()) return captured.status();
+      if (captured->done) return absl::OkStatus();
+      return MakeError(
+          Error::kNotReady,
+          absl::StrCat("openreg: the work recorded by interprocess event ",
+                       event, " has not finished"));
+    }
     if (RecordedWorkDone(session, *info)) return absl::OkStatus();
     StreamContext& stream = session.StreamAt(info->recorded.slot);
     // A faulted stream never gets there: report why instead of "not ready"
@@ -141,6 +193,12 @@ Error EventSynchronize(EventId event) {
   return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
     absl::StatusOr<EventInfo> info = FindEvent(session, event);
     if (!info.ok()) return info.status();
+    if (info->imported) {
+      absl::StatusOr<client::CapturedIpcEvent> captured =
+          client::CaptureImportedEvent(session, event);
+      if (!captured.ok()) return captured.status();
+      return client::WaitImportedEvent(session, event, *captured);
+    }
     if (info->recorded.sequence == 0 || info->recorded_work_done) {
       return absl::OkStatus();
     }
@@ -158,6 +216,7 @@ Error StreamWaitEvent(StreamId stream, EventId event) {
     if (!context.ok()) return context.status();
     absl::StatusOr<EventInfo> info = FindEvent(session, event);
     if (!info.ok()) return info.status();
+    if (info->imported) return SubmitImportedWait(session, **context, event);
     // Nothing to wait for when never recorded or already done (SubmitWait
     // also skips a record on this very stream, which runs in order).
     if (RecordedWorkDone(session, *info)) return absl::OkStatus();

@@ -1,4 +1,4 @@
-// IPC memory handles (runtime.h): one control round trip each.
+// IPC memory and event handles (runtime.h): one control round trip each.
 #include <cstring>
 #include <string>
 
@@ -10,6 +10,7 @@
 
 namespace openreg {
 
+using client::EventInfo;
 using client::MakeError;
 using client::NullArgumentError;
 using client::ReturnStatus;
@@ -86,6 +87,61 @@ Error IpcImportCount(const void* device_ptr, size_t size, uint64_t* opens) {
         &reply);
     if (status.ok()) *opens = reply.opens();
     return status;
+  }));
+}
+
+Error IpcGetEventHandle(IpcEventHandle* handle, EventId event) {
+  if (handle == nullptr) {
+    return ReturnStatus(NullArgumentError("IpcGetEventHandle", "handle"));
+  }
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    proto::IpcGetEventHandleRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_event_slot(event);
+    proto::IpcGetEventHandleReply reply;
+    absl::Status status = session.Call(
+        "IpcGetEventHandle", &proto::DeviceDaemon::Stub::IpcGetEventHandle,
+        request, &reply);
+    if (!status.ok()) return status;
+    if (reply.handle().size() != kIpcHandleSize) {
+      return MakeError(Error::kInternal,
+                       absl::StrCat("openreg: the daemon returned a ",
+                                    reply.handle().size(), "-byte IPC handle"));
+    }
+    std::memcpy(handle->bytes, reply.handle().data(), kIpcHandleSize);
+    return absl::OkStatus();
+  }));
+}
+
+Error IpcOpenEventHandle(EventId* event, const IpcEventHandle& handle) {
+  if (event == nullptr) {
+    return ReturnStatus(NullArgumentError("IpcOpenEventHandle", "event"));
+  }
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    proto::IpcOpenEventHandleRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_handle(std::string(reinterpret_cast<const char*>(handle.bytes),
+                                   kIpcHandleSize));
+    proto::IpcOpenEventHandleReply reply;
+    absl::Status status = session.Call(
+        "IpcOpenEventHandle", &proto::DeviceDaemon::Stub::IpcOpenEventHandle,
+        request, &reply);
+    if (!status.ok()) return status;
+    if (reply.event_slot() >= session.limits().max_events) {
+      return MakeError(Error::kInternal,
+                       absl::StrCat("openreg: the daemon opened event slot ",
+                                    reply.event_slot(),
+                                    ", beyond the "
+                                    "session's ",
+                                    session.limits().max_events, " slots"));
+    }
+    EventInfo opened;
+    opened.device = reply.device();
+    opened.timing = false;
+    opened.imported = true;
+    session.events().Add(reply.event_slot(), opened);
+    *event = reply.event_slot();
+    return absl::OkStatus();
   }));
 }
 

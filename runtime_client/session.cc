@@ -113,7 +113,11 @@ void Session::DeactivateStream(uint32_t slot) {
     other->waiters[slot].store(0, std::memory_order_relaxed);
   }
   staging_.ForgetStream(slot);
-  events_.ForgetStream(slot);
+  // Importers must not wait on a slot that a new stream may reuse; the
+  // destroyed stream ran its commands, so nothing is pending.
+  for (uint32_t event : events_.ForgetStream(slot)) {
+    event_slot(event)->enqueued_position.store(0, std::memory_order_release);
+  }
 }
 
 bool Session::IsFaulted(const StreamContext& stream) const {

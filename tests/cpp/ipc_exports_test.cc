@@ -1,5 +1,7 @@
-// Device memory shared between sessions: handles, reference counting and
-// hostile handles, on the daemon's side (two sessions of one daemon).
+// Device memory and events shared between sessions: handles, reference
+// counting, interprocess event waits and hostile handles, on the daemon's
+// side (two sessions of one daemon, no stream workers: the tests move the
+// exporter's completion counters themselves).
 #include "device_daemon/ipc_exports.h"
 
 #include <cstring>
@@ -9,6 +11,7 @@
 #include "data_plane/error_codes.h"
 #include "data_plane/ipc_handle.h"
 #include "device_daemon/devices.h"
+#include "device_daemon/ipc_event_wait.h"
 #include "device_daemon/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -44,9 +47,25 @@ class IpcExportsTest : public ::testing::Test {
 
   std::unique_ptr<Devices> devices_;
   IpcExports exports_;
-  std::unique_ptr<Session> exporter_;
-  std::unique_ptr<Session> importer_;
+  std::shared_ptr<Session> exporter_;
+  std::shared_ptr<Session> importer_;
 };
+
+// An interprocess event of `exporter` whose latest record was enqueued at
+// `sequence` on stream 0.
+uint32_t RecordedEvent(Session& exporter, uint64_t sequence) {
+  const uint32_t slot = *exporter.CreateEvent(0, /*enable_timing=*/false,
+                                              /*interprocess=*/true);
+  exporter.event_slot(slot)->enqueued_position.store(
+      PackEventPosition(0, sequence));
+  return slot;
+}
+
+absl::Status AwaitBriefly(const IpcEventSource& source,
+                          const IpcEventPosition& position) {
+  return AwaitIpcEvent(source, position, absl::Now() + absl::Milliseconds(20),
+                       [] { return false; });
+}
 
 TEST_F(IpcExportsTest, AnImporterSeesTheExportersMemoryAtTheHandlesOffset) {
   const uint64_t base = *exporter_->Allocate(0, 4096);
@@ -151,6 +170,109 @@ TEST_F(IpcExportsTest, ExportingTheSameAllocationGivesTheSameExport) {
   EXPECT_EQ(second.offset, 512u);
   EXPECT_EQ(exports_.Stats().size(), 1u);
   EXPECT_FALSE(exports_.ExportMemory(*exporter_, base + 8192).ok());
+}
+
+TEST_F(IpcExportsTest, AnImportedEventWaitsForTheExportersLatestRecord) {
+  const uint32_t event = RecordedEvent(*exporter_, 5);
+  const std::string handle = *exports_.ExportEvent(exporter_, event);
+  EXPECT_EQ(handle.size(), kIpcHandleBytes);
+  EXPECT_EQ(*exports_.ExportEvent(exporter_, event), handle);  // same export
+  absl::StatusOr<OpenedEvent> opened = exports_.OpenEvent(*importer_, handle);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  const IpcEventSource source =
+      *importer_->ImportedEventSource(opened->event_slot);
+  const IpcEventPosition position = *CaptureIpcEvent(source);
+  EXPECT_EQ(position.stream_slot, 0u);
+  EXPECT_EQ(position.sequence, 5u);
+  EXPECT_EQ(ErrorCodeOf(AwaitBriefly(source, position)), proto::NOT_READY);
+  // A later record does not move the captured position.
+  exporter_->event_slot(event)->enqueued_position.store(
+      PackEventPosition(0, 9));
+  exporter_->stream_slot(0)->completed.Advance(5);
+  EXPECT_TRUE(AwaitBriefly(source, position).ok());
+  EXPECT_EQ(CaptureIpcEvent(source)->sequence, 9u);
+  exporter_->stream_slot(0)->completed.Advance(9);
+  EXPECT_EQ(CaptureIpcEvent(source)->sequence, 0u);  // done
+}
+
+TEST_F(IpcExportsTest, AWaitOnAnExporterThatEndedWithPendingWorkFails) {
+  const uint32_t event = RecordedEvent(*exporter_, 3);
+  const std::string handle = *exports_.ExportEvent(exporter_, event);
+  const uint32_t opened = exports_.OpenEvent(*importer_, handle)->event_slot;
+  const IpcEventSource source = *importer_->ImportedEventSource(opened);
+  const IpcEventPosition position = *CaptureIpcEvent(source);
+  exporter_->Close();
+  absl::Status waited = AwaitBriefly(source, position);
+  EXPECT_EQ(ErrorCodeOf(waited), proto::INVALID_HANDLE);
+  EXPECT_THAT(waited.message(), HasSubstr("ended before the work"));
+  EXPECT_THAT(CaptureIpcEvent(source).status().message(),
+              HasSubstr("ended before the work"));
+  EXPECT_THAT(exports_.OpenEvent(*importer_, handle).status().message(),
+              HasSubstr("no such event export"));
+}
+
+TEST_F(IpcExportsTest, ADestroyedExportersEventHasNothingPending) {
+  const uint32_t event = RecordedEvent(*exporter_, 3);
+  const std::string handle = *exports_.ExportEvent(exporter_, event);
+  const uint32_t opened = exports_.OpenEvent(*importer_, handle)->event_slot;
+  const IpcEventSource source = *importer_->ImportedEventSource(opened);
+  ASSERT_TRUE(exporter_->DestroyEvent(event).ok());
+  // The slot is reused by another event: the import does not follow it.
+  RecordedEvent(*exporter_, 7);
+  EXPECT_EQ(CaptureIpcEvent(source)->sequence, 0u);
+  EXPECT_FALSE(exports_.OpenEvent(*importer_, handle).ok());
+  // Closing the importer's event releases the exporter's session.
+  const long before = exporter_.use_count();
+  ASSERT_TRUE(importer_->DestroyEvent(opened).ok());
+  EXPECT_EQ(exporter_.use_count(), before - 1);
+}
+
+TEST_F(IpcExportsTest, HostileEventHandlesAreRefusedWithClearErrors) {
+  const uint32_t plain = *exporter_->CreateEvent(0, false);
+  EXPECT_THAT(exports_.ExportEvent(exporter_, plain).status().message(),
+              HasSubstr("not created as an interprocess event"));
+  EXPECT_THAT(exports_.ExportEvent(exporter_, 15).status().message(),
+              HasSubstr("does not exist"));
+  const uint32_t event = RecordedEvent(*exporter_, 1);
+  const std::string handle = *exports_.ExportEvent(exporter_, event);
+  auto refusal = [&](Session& importer, const std::string& bytes) {
+    absl::StatusOr<OpenedEvent> opened = exports_.OpenEvent(importer, bytes);
+    EXPECT_FALSE(opened.ok());
+    return std::string(opened.status().message());
+  };
+  EXPECT_THAT(refusal(*importer_, handle.substr(0, 40)),
+              HasSubstr("this one has 40"));
+  std::string forged = handle;
+  forged[30] ^= 1;
+  EXPECT_THAT(refusal(*importer_, forged), HasSubstr("forged"));
+  IpcExports other_daemon;
+  EXPECT_THAT(refusal(*importer_, *other_daemon.ExportEvent(exporter_, event)),
+              HasSubstr("another openreg daemon"));
+  EXPECT_THAT(refusal(*exporter_, handle), HasSubstr("exported the event"));
+  const uint64_t base = *exporter_->Allocate(0, 64);
+  EXPECT_THAT(refusal(*importer_, *exports_.ExportMemory(*exporter_, base)),
+              HasSubstr("a memory handle, not an event handle"));
+  SessionIdentity stranger;
+  stranger.id = 9;
+  stranger.peer.uid = exporter_->uid() + 1;
+  std::unique_ptr<Session> other_user =
+      *Session::Create(stranger, devices_.get(), nullptr, SmallSessionLimits());
+  EXPECT_THAT(refusal(*other_user, handle),
+              HasSubstr("only processes of that uid"));
+  other_user->Close();
+  // An exporter whose published stream slot is out of range is reported,
+  // not followed.
+  const uint32_t opened = exports_.OpenEvent(*importer_, handle)->event_slot;
+  exporter_->event_slot(event)->enqueued_position.store(
+      PackEventPosition(60000, 1));
+  EXPECT_THAT(CaptureIpcEvent(*importer_->ImportedEventSource(opened))
+                  .status()
+                  .message(),
+              HasSubstr("session memory is corrupt"));
+  // A local event is not an imported one.
+  const uint32_t local = *importer_->CreateEvent(0, false);
+  EXPECT_THAT(importer_->ImportedEventSource(local).status().message(),
+              HasSubstr("not opened from an IPC handle"));
 }
 
 }  // namespace

@@ -5,13 +5,14 @@ process holds it. Children use the spawn context and this test's daemon."""
 import gc
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
 import torch
 import torch.multiprocessing as mp
 
-from daemon_fixture import process_daemon
+from daemon_fixture import process_daemon, python_env
 
 # Spawned children import this module too (before multiprocessing marks
 # them as children): the variable they inherit makes them use the parent's
@@ -85,8 +86,31 @@ def _use_device_after_fork(results):
         results.put(str(error))
 
 
-def _start(target, *args):
-    process = CTX.Process(target=target, args=args)
+def _wait_then_read(queue, results):
+    x, event = queue.get()
+    assert event.interprocess and event.device == x.device
+    results.put("ready")
+    assert queue.get() == "go"
+    # This stream waits on the device for the parent's record (the host
+    # does not block); the read after it sees the parent's delayed write.
+    event.wait()
+    copy = x.clone()
+    results.put(copy.cpu().tolist())
+    # The other direction: the parent waits for this process's work.
+    x.add_(1)
+    done = torch.openreg.Event(interprocess=True)
+    done.record()
+    results.put(done)
+    queue.get()  # keep the event alive until the parent has waited
+
+
+def _tensor_round_trip(queue, results):
+    x = queue.get()
+    results.put(x.sum().item())
+
+
+def _start(target, *args, context=CTX):
+    process = context.Process(target=target, args=args)
     process.start()
     return process
 
@@ -239,6 +263,67 @@ def test_a_forked_child_gets_a_clear_error_and_the_parent_is_untouched():
     assert "start children with 'spawn'" in results.get(timeout=TIMEOUT)
     assert _finish(child) == 0
     assert (x + 1).cpu().tolist() == [2.0, 2.0]
+
+
+def test_two_processes_order_work_through_an_interprocess_event():
+    from torch_openreg.openreg import faults
+
+    queue, results = CTX.Queue(), CTX.Queue()
+    child = _start(_wait_then_read, queue, results)
+    x = torch.zeros(4, device="openreg")
+    event = torch.openreg.Event(interprocess=True)
+    queue.put((x, event))  # an event travels by its IPC handle
+    assert results.get(timeout=TIMEOUT) == "ready"
+    # The parent's next fill is held on the device for 2 s; the event is
+    # recorded after it and nothing here waits for it. (The same fill runs
+    # once first: an op signature's first launch is checked synchronously.)
+    torch.empty(4, device="openreg").fill_(7)
+    faults.arm(faults.hang(seconds=2), op="aten::fill_")
+    x.fill_(7)
+    event.record()
+    queue.put("go")
+    assert results.get(timeout=TIMEOUT) == [7.0] * 4
+    done = results.get(timeout=TIMEOUT)
+    assert isinstance(done, torch.openreg.Event)
+    done.synchronize()  # the child's add_ has run
+    assert x.cpu().tolist() == [8.0] * 4
+    queue.put(None)
+    assert _finish(child) == 0
+    faults.disarm()
+
+
+def test_events_that_are_not_interprocess_cannot_be_shared():
+    with pytest.raises(ValueError, match="enable_timing=False"):
+        torch.openreg.Event(enable_timing=True, interprocess=True)
+    with pytest.raises(RuntimeError, match="interprocess=True"):
+        CTX.SimpleQueue().put(torch.openreg.Event())
+    event = torch.openreg.Event(interprocess=True)
+    event.record()
+    queue = CTX.SimpleQueue()
+    queue.put(event)
+    assert queue.get() is event  # its own handle: the same event
+    with pytest.raises(ValueError, match="64 bytes"):
+        torch.openreg.Event.from_ipc_handle(0, b"short")
+
+
+def test_the_forkserver_context_carries_openreg_tensors():
+    forkserver = mp.get_context("forkserver")
+    queue, results = forkserver.Queue(), forkserver.Queue()
+    child = _start(_tensor_round_trip, queue, results, context=forkserver)
+    x = torch.arange(6.0, device="openreg:1")
+    queue.put(x[1:4])
+    assert results.get(timeout=TIMEOUT) == 6.0
+    assert _finish(child) == 0
+
+
+def test_the_ipc_pipeline_example_sums_every_batch():
+    example = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                           os.pardir, os.pardir, "examples", "ipc_pipeline.py")
+    run = subprocess.run([sys.executable, example, "--batches", "40"],
+                         env=python_env(), capture_output=True, text=True,
+                         timeout=TIMEOUT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "OK" in run.stdout
 
 
 class _Squares(torch.utils.data.Dataset):

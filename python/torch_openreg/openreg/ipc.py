@@ -5,7 +5,9 @@ CUDA tensors: the receiver maps the same device memory, no copy.
 How it differs from CUDA (docs/ARCHITECTURE.md, "Sharing device memory"):
 - The sender synchronizes the tensor's stream before sending, instead of
   sending an event: the receiver's first read sees every write queued
-  before the send.
+  before the send. To order later work between processes without blocking
+  the host, share a torch.openreg.Event(interprocess=True) (events pickle
+  by IPC handle, as CUDA's do).
 - The daemon counts who has the memory open, so the data stays valid while
   any receiver holds it, even after the sender freed it or exited; the
   sender's caching allocator reuses a shared block only once no receiver
@@ -88,6 +90,35 @@ def _rebuild_storage(handle, nbytes, device):
     return _open_storage(handle, nbytes, device)
 
 
+# Interprocess events of this process by handle, weakly: an event whose
+# handle comes back to its exporter is the exporter's own event (the daemon
+# refuses to open one's own handle), and one received twice is opened once.
+_events = {}
+
+
+def _reduce_event(event):
+    handle = event.ipc_handle()
+    _remember_event(handle, event)
+    return (_rebuild_event, (event.device.index, handle))
+
+
+def _remember_event(handle, event):
+    import weakref
+
+    for stale in [key for key, ref in _events.items() if ref() is None]:
+        del _events[stale]
+    _events[handle] = weakref.ref(event)
+
+
+def _rebuild_event(device, handle):
+    known = _events.get(handle)
+    event = known() if known is not None else None
+    if event is None:
+        event = torch.openreg.Event.from_ipc_handle(device, handle)
+        _remember_event(handle, event)
+    return event
+
+
 def _openreg_reducer(original):
     def reduce_tensor(tensor):
         if tensor.device.type != "openreg":
@@ -132,6 +163,7 @@ def install():
             wrapped = _openreg_reducer(original)
             wrapped._openreg = True
             ForkingPickler.register(cls, wrapped)
+    ForkingPickler.register(torch.openreg.Event, _reduce_event)
     original = reducers.get(torch.UntypedStorage)
     if original is not None and not getattr(original, "_openreg", False):
         wrapped = _storage_reducer(original)

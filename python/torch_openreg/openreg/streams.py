@@ -134,20 +134,58 @@ class Event:
 
     def __init__(self, enable_timing=False, blocking=False,
                  interprocess=False):
-        if interprocess:
-            raise NotImplementedError(
-                "openreg: interprocess events are not supported")
+        if interprocess and enable_timing:
+            raise ValueError(
+                "openreg: an interprocess event cannot record timestamps; "
+                "create it with enable_timing=False (as CUDA requires)")
         self.enable_timing = enable_timing
         self.blocking = blocking
-        self.torch_event = torch.Event(device="openreg",
-                                       enable_timing=enable_timing,
-                                       blocking=blocking)
+        self.interprocess = interprocess
+        # Interprocess events are runtime events of their own (created on
+        # the first record or ipc_handle(), or opened from a handle):
+        # torch.Event has no interprocess flag.
+        self._ipc_event = None
+        self.torch_event = None if interprocess else torch.Event(
+            device="openreg", enable_timing=enable_timing, blocking=blocking)
         self._recorded = False
+
+    @classmethod
+    def from_ipc_handle(cls, device, handle):
+        """Opens the event another process shared with :meth:`ipc_handle`
+        (same user, same daemon). Waits on it (:meth:`wait`,
+        :meth:`query`, :meth:`synchronize`) wait for that process's latest
+        record at the time of the call; it cannot be recorded here."""
+        event = cls(interprocess=True)
+        event._ipc_event = _C._InterprocessEvent.open(
+            handle, _device_index(device))
+        event._recorded = True
+        return event
+
+    def ipc_handle(self):
+        """The 64-byte handle another process opens with
+        :meth:`from_ipc_handle` (interprocess events only). Creates the
+        event on the current device if it was never recorded."""
+        if not self.interprocess:
+            raise RuntimeError(
+                "openreg: ipc_handle() needs an event created with "
+                "interprocess=True")
+        return self._ipc_for(None).handle()
+
+    def _ipc_for(self, device_index):
+        if self._ipc_event is None:
+            if device_index is None:
+                device_index = _C._current_device()
+            self._ipc_event = _C._InterprocessEvent(device_index)
+        return self._ipc_event
 
     @property
     def device(self):
         """The device of the stream that recorded the event (``openreg``
         without an index before the first record)."""
+        if self.interprocess:
+            if self._ipc_event is None:
+                return torch.device("openreg")
+            return torch.device("openreg", self._ipc_event.device)
         return self.torch_event.device
 
     def record(self, stream=None):
@@ -160,7 +198,10 @@ class Event:
             raise RuntimeError(
                 f"Event device {self.device} does not match recording "
                 f"stream's device {stream.device}.")
-        self.torch_event.record(stream)
+        if self.interprocess:
+            self._ipc_for(stream.device_index).record(stream.stream_id)
+        else:
+            self.torch_event.record(stream)
         self._recorded = True
 
     def wait(self, stream=None):
@@ -169,15 +210,25 @@ class Event:
         if stream is None:
             stream = current_stream()
         _check_openreg(stream)
+        if self.interprocess:
+            if self._ipc_event is not None:
+                self._ipc_event.wait(stream.stream_id)
+            return
         self.torch_event.wait(stream)
 
     def query(self):
         """True when the work captured by the event has finished (and when
         the event was never recorded)."""
+        if self.interprocess:
+            return self._ipc_event is None or self._ipc_event.query()
         return self.torch_event.query()
 
     def synchronize(self):
         """Waits for the work captured by the event."""
+        if self.interprocess:
+            if self._ipc_event is not None:
+                self._ipc_event.synchronize()
+            return
         self.torch_event.synchronize()
 
     def elapsed_time(self, end_event):

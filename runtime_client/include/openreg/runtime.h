@@ -223,6 +223,9 @@ StreamId ResolveStream(StreamId stream);
 using EventId = uint32_t;
 inline constexpr unsigned kEventDefault = 0;
 inline constexpr unsigned kEventDisableTiming = 1;
+// May be shared with other processes (IpcGetEventHandle); needs
+// kEventDisableTiming, as cudaEventInterprocess does.
+inline constexpr unsigned kEventInterprocess = 2;
 
 // Creates an event on the current device.
 Error EventCreate(EventId* event, unsigned flags = kEventDefault);
@@ -235,6 +238,27 @@ Error EventSynchronize(EventId event);
 Error StreamWaitEvent(StreamId stream, EventId event);
 // Milliseconds between two recorded, completed events.
 Error EventElapsedTime(float* milliseconds, EventId start, EventId end);
+
+// ---- IPC event handles -------------------------------------------------
+// Like cudaIpcGetEventHandle / cudaIpcOpenEventHandle: another process of
+// the same user on the same daemon opens the handle and gets an event of
+// its own that names this one. EventQuery, EventSynchronize and
+// StreamWaitEvent on it wait for the exporter's latest EventRecord at the
+// time of the call (later records do not move a wait already issued);
+// StreamWaitEvent does not block the host. Each such call costs one
+// control round trip. An imported event cannot be recorded (kInvalidValue:
+// record a local interprocess event and share its handle instead) and is
+// released with EventDestroy. A wait whose exporter exited before its
+// recorded work finished fails with kInvalidHandle instead of returning.
+struct IpcEventHandle {
+  unsigned char bytes[kIpcHandleSize];
+};
+// A handle for `event`, created with kEventInterprocess by this process.
+Error IpcGetEventHandle(IpcEventHandle* handle, EventId event);
+// Opens another process's event handle as `*event` (on the exporter's
+// device). Errors as IpcOpenMemHandle; kInvalidHandle also when the
+// exporter destroyed the event or exited.
+Error IpcOpenEventHandle(EventId* event, const IpcEventHandle& handle);
 
 }  // namespace openreg
 
