@@ -33,6 +33,7 @@
 #include "data_plane/tensor_extent.h"
 #include "data_plane/warning_mailbox.h"
 #include "device_daemon/errors.h"
+#include "device_daemon/kernel_workspace.h"
 #include "device_daemon/op_table.h"
 #include "device_daemon/session.h"
 #include "op_codec/kernel_settings.h"
@@ -768,7 +769,11 @@ proto::ErrorCode CodeOfKernelError(const c10::Error& error) {
 
 }  // namespace
 
-AtenOpRunner::AtenOpRunner() { c10::WarningUtils::set_warnAlways(true); }
+AtenOpRunner::AtenOpRunner(uint64_t workspace_limit_bytes)
+    : workspace_limit_bytes_(workspace_limit_bytes) {
+  c10::WarningUtils::set_warnAlways(true);
+  KernelWorkspace::Install();
+}
 
 absl::Status AtenOpRunner::Run(const StreamContext& context,
                                const proto::LaunchOp& op, uint64_t sequence,
@@ -794,6 +799,8 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
   op_codec::ApplyThreadSettings(settings);
   absl::Status status;
   try {
+    const KernelWorkspace::Scope workspace(workspace_limit_bytes_, op.name(),
+                                           op.overload());
     status = launch.Run(sequence, written);
   } catch (const c10::Error& error) {
     // The kernel's own message, unchanged: the error record names the op,

@@ -15,7 +15,9 @@ class AtenOpRunner : public OpRunner {
   // Makes TORCH_WARN_ONCE warn at every call in this process (as
   // torch.set_warn_always(True) does): once per daemon would mean once for
   // the first client only. Clients dedupe as their warning filters say.
-  AtenOpRunner();
+  // Each kernel may hold at most `workspace_limit_bytes` of host memory in
+  // the daemon (kernel_workspace.h; 0 = unlimited).
+  explicit AtenOpRunner(uint64_t workspace_limit_bytes = 0);
 
   // Looks the op up in the dispatcher, builds its argument stack (every
   // tensor validated against the session and pinned while the kernel
@@ -31,6 +33,7 @@ class AtenOpRunner : public OpRunner {
 
  private:
   KernelSettingsGate settings_gate_;
+  const uint64_t workspace_limit_bytes_;
 };
 
 }  // namespace openreg::daemon

@@ -66,7 +66,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       daemon->devices_.get(), daemon->op_runner_.get());
   daemon->executor_->SetFaultHook(daemon->faults_.get());
   daemon->registry_ = std::make_unique<SessionRegistry>(
-      daemon->devices_.get(), daemon->executor_.get(), options.session_limits);
+      daemon->devices_.get(), daemon->executor_.get(), options.session_limits,
+      options.session_quota);
   absl::Status started = daemon->StartServers();
   if (!started.ok()) return started;
   WriteLogLine(

@@ -38,6 +38,7 @@ struct DaemonOptions {
   // Exit after this long without any attached session; zero = never.
   absl::Duration idle_exit = absl::ZeroDuration();
   SessionLimits session_limits;
+  SessionQuota session_quota;
   // Faults armed at start (--fault_plan); each must be daemon-wide or name
   // a pid. Invalid plans make Start fail naming the bad field.
   proto::FaultPlan fault_plan;

@@ -31,6 +31,19 @@ ABSL_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library, {},
 ABSL_FLAG(std::string, fault_plan, "",
           "A fault plan (JSON, docs/FAULT_INJECTION.md) armed at startup. "
           "Every fault must set \"daemon_wide\": true or trigger.pid.");
+ABSL_FLAG(uint32_t, max_sessions_per_process, 32,
+          "Most sessions one client process may have attached at once "
+          "(0 = no limit).");
+ABSL_FLAG(uint32_t, max_sessions_per_uid, 256,
+          "Most sessions one user's processes may have attached at once "
+          "(0 = no limit).");
+ABSL_FLAG(uint32_t, max_streams_per_session, 64,
+          "Stream slots per session, the devices' default streams included "
+          "(the client's stream pools come out of these).");
+ABSL_FLAG(uint32_t, max_events_per_session, 4096, "Event slots per session.");
+ABSL_FLAG(openreg::daemon::ByteSizeFlag, kernel_workspace_limit, {},
+          "Most host memory one kernel may hold inside the daemon "
+          "(temporaries, results); 0 = the device's memory size.");
 ABSL_FLAG(bool, profile_commands, false,
           "Count every command by (device, kind, op, phase): the command "
           "profile a fault campaign samples from (openreg-ctl profile).");
@@ -40,6 +53,11 @@ namespace openreg::daemon {
 // A device needs room for at least one aligned block per stream; smaller
 // values are certainly typos.
 constexpr uint64_t kMinMemoryPerDevice = 1ull << 20;
+// A stream slot must fit the 16 bits of an event position
+// (PackEventPosition); event slots are bounded to keep a session's segment
+// small.
+constexpr uint32_t kMaxStreamsPerSession = 1024;
+constexpr uint32_t kMaxEventsPerSession = 1 << 16;
 
 bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
                    std::string* error) {
@@ -127,6 +145,32 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
     config.options.fault_plan = *std::move(plan);
   }
   config.options.profile_commands = absl::GetFlag(FLAGS_profile_commands);
+  config.options.session_quota.per_process =
+      absl::GetFlag(FLAGS_max_sessions_per_process);
+  config.options.session_quota.per_uid =
+      absl::GetFlag(FLAGS_max_sessions_per_uid);
+  SessionLimits& limits = config.options.session_limits;
+  limits.max_streams = absl::GetFlag(FLAGS_max_streams_per_session);
+  if (limits.max_streams < static_cast<uint32_t>(config.options.devices) + 1 ||
+      limits.max_streams > kMaxStreamsPerSession) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_streams_per_session must be between ",
+                     config.options.devices + 1,
+                     " (a default stream per device and one "
+                     "more) and ",
+                     kMaxStreamsPerSession, ", got ", limits.max_streams));
+  }
+  limits.max_events = absl::GetFlag(FLAGS_max_events_per_session);
+  if (limits.max_events < 1 || limits.max_events > kMaxEventsPerSession) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_events_per_session must be between 1 and ",
+                     kMaxEventsPerSession, ", got ", limits.max_events));
+  }
+  config.kernel_workspace_limit =
+      absl::GetFlag(FLAGS_kernel_workspace_limit).bytes;
+  if (config.kernel_workspace_limit == 0) {
+    config.kernel_workspace_limit = config.options.memory_per_device;
+  }
   return config;
 }
 

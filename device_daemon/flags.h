@@ -39,6 +39,8 @@ struct DaemonConfig {
   LogLevel log_level = LogLevel::kWarning;
   // Shared libraries with extra CPU kernels, loaded before serving.
   std::vector<std::string> kernel_libraries;
+  // Most host memory one kernel may hold in the daemon (AtenOpRunner).
+  uint64_t kernel_workspace_limit = 0;
 };
 absl::StatusOr<DaemonConfig> ConfigFromFlags();
 
@@ -52,5 +54,10 @@ ABSL_DECLARE_FLAG(std::string, log_level);
 ABSL_DECLARE_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library);
 ABSL_DECLARE_FLAG(std::string, fault_plan);
 ABSL_DECLARE_FLAG(bool, profile_commands);
+ABSL_DECLARE_FLAG(uint32_t, max_sessions_per_process);
+ABSL_DECLARE_FLAG(uint32_t, max_sessions_per_uid);
+ABSL_DECLARE_FLAG(uint32_t, max_streams_per_session);
+ABSL_DECLARE_FLAG(uint32_t, max_events_per_session);
+ABSL_DECLARE_FLAG(openreg::daemon::ByteSizeFlag, kernel_workspace_limit);
 
 #endif  // OPENREG_DEVICE_DAEMON_FLAGS_H_

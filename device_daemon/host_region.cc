@@ -70,10 +70,10 @@ absl::StatusOr<std::shared_ptr<HostRegion>> HostRegion::Open(pid_t pid,
                                           info.st_size, " bytes, not the ",
                                           size, " announced"));
   }
-  // Populated: the client's pages exist already, this only maps them now
-  // instead of faulting during the first copy.
-  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_POPULATE, fd, 0);
+  // Not populated: a page is mapped when a copy first touches it, so a
+  // region with holes (a sparse memfd) never makes the daemon allocate the
+  // memory the client did not (MAP_POPULATE would fill every hole).
+  void* data = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (data == MAP_FAILED) {
     return MakeError(proto::RESOURCE_EXHAUSTED,
                      absl::StrCat("cannot map host region fd ", client_fd, " (",

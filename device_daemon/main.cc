@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<openreg::daemon::Daemon>> daemon =
       openreg::daemon::Daemon::Start(
-          config->options, std::make_unique<openreg::daemon::AtenOpRunner>());
+          config->options, std::make_unique<openreg::daemon::AtenOpRunner>(
+                               config->kernel_workspace_limit));
   if (!daemon.ok()) {
     std::fprintf(stderr, "openreg-daemon: %s\n",
                  std::string(daemon.status().message()).c_str());

@@ -37,11 +37,40 @@ bool TokensEqual(uint64_t a, uint64_t b) {
 }  // namespace
 
 SessionRegistry::SessionRegistry(Devices* devices, CommandExecutor* executor,
-                                 const SessionLimits& limits)
+                                 const SessionLimits& limits,
+                                 const SessionQuota& quota)
     : devices_(devices),
       executor_(executor),
       limits_(limits),
+      quota_(quota),
       idle_since_(absl::Now()) {}
+
+absl::Status SessionRegistry::Reserve(const PeerCredentials& peer) {
+  if (quota_.per_process != 0 && per_process_[peer.pid] >= quota_.per_process) {
+    return MakeError(
+        proto::RESOURCE_EXHAUSTED,
+        absl::StrCat("process ", peer.pid, " already has ", quota_.per_process,
+                     " sessions attached, the daemon's limit per process "
+                     "(openreg-daemon --max_sessions_per_process): a process "
+                     "needs one; detach the ones it no longer uses"));
+  }
+  if (quota_.per_uid != 0 && per_uid_[peer.uid] >= quota_.per_uid) {
+    return MakeError(
+        proto::RESOURCE_EXHAUSTED,
+        absl::StrCat("uid ", peer.uid, " already has ", quota_.per_uid,
+                     " sessions attached, the daemon's limit per user "
+                     "(openreg-daemon --max_sessions_per_uid): end some "
+                     "client processes or raise the limit"));
+  }
+  ++per_process_[peer.pid];
+  ++per_uid_[peer.uid];
+  return absl::OkStatus();
+}
+
+void SessionRegistry::Unreserve(pid_t pid, uid_t uid) {
+  if (--per_process_[pid] == 0) per_process_.erase(pid);
+  if (--per_uid_[uid] == 0) per_uid_.erase(uid);
+}
 
 SessionRegistry::~SessionRegistry() { CloseAll(); }
 
@@ -52,6 +81,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::Create(
   SessionIdentity identity;
   {
     absl::MutexLock lock(&mutex_);
+    if (absl::Status reserved = Reserve(peer); !reserved.ok()) return reserved;
     identity.id = next_id_++;
   }
   identity.token = *token;
@@ -59,7 +89,11 @@ absl::StatusOr<std::shared_ptr<Session>> SessionRegistry::Create(
   identity.client_name = client_name;
   absl::StatusOr<std::unique_ptr<Session>> session =
       Session::Create(std::move(identity), devices_, executor_, limits_);
-  if (!session.ok()) return session.status();
+  if (!session.ok()) {
+    absl::MutexLock lock(&mutex_);
+    Unreserve(peer.pid, peer.uid);
+    return session.status();
+  }
   std::shared_ptr<Session> shared = *std::move(session);
   absl::MutexLock lock(&mutex_);
   sessions_[shared->id()] = shared;
@@ -99,6 +133,7 @@ absl::Status SessionRegistry::Remove(uint64_t session_id,
     absl::MutexLock lock(&mutex_);
     sessions_.erase(session_id);
     closing_.erase(session_id);
+    Unreserve(session->pid(), session->uid());
     if (sessions_.empty()) idle_since_ = absl::Now();
   }
   Log(LogLevel::kInfo, "detached session ", session_id, " (pid ",
@@ -115,6 +150,9 @@ void SessionRegistry::CloseAll() {
     if (!sessions.empty()) idle_since_ = absl::Now();
   }
   for (auto& [id, session] : sessions) session->Close();
+  absl::MutexLock lock(&mutex_);
+  per_process_.clear();
+  per_uid_.clear();
 }
 
 std::vector<std::shared_ptr<Session>> SessionRegistry::Snapshot() const {

@@ -27,16 +27,28 @@ namespace openreg::daemon {
 
 class CommandExecutor;
 
+// How many sessions may be attached at once, per client process and per
+// uid (--max_sessions_per_process, --max_sessions_per_uid): a process
+// normally holds one, and each session costs the daemon its segment and
+// stream state. 0 = no limit.
+struct SessionQuota {
+  uint32_t per_process = 16;
+  uint32_t per_uid = 256;
+};
+
 class SessionRegistry {
  public:
   // `devices` and `executor` (may be null: no stream threads) must outlive
   // the registry.
   SessionRegistry(Devices* devices, CommandExecutor* executor,
-                  const SessionLimits& limits = SessionLimits());
+                  const SessionLimits& limits = SessionLimits(),
+                  const SessionQuota& quota = SessionQuota());
   SessionRegistry(const SessionRegistry&) = delete;
   SessionRegistry& operator=(const SessionRegistry&) = delete;
   ~SessionRegistry();  // closes every session
 
+  // RESOURCE_EXHAUSTED when the peer's process or uid has its quota of
+  // sessions attached.
   absl::StatusOr<std::shared_ptr<Session>> Create(
       const PeerCredentials& peer, const std::string& client_name);
 
@@ -61,9 +73,16 @@ class SessionRegistry {
   absl::Time idle_since() const;
 
  private:
+  // Counts `peer`'s attached and attaching sessions against the quota and
+  // reserves one more.
+  absl::Status Reserve(const PeerCredentials& peer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void Unreserve(pid_t pid, uid_t uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   Devices* const devices_;
   CommandExecutor* const executor_;
   const SessionLimits limits_;
+  const SessionQuota quota_;
 
   mutable absl::Mutex mutex_;
   std::map<uint64_t, std::shared_ptr<Session>> sessions_
@@ -71,6 +90,9 @@ class SessionRegistry {
   // Sessions being closed by Remove(); still listed in sessions_.
   std::set<uint64_t> closing_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
+  // Sessions attached or being created, by client pid and by uid.
+  std::map<pid_t, uint32_t> per_process_ ABSL_GUARDED_BY(mutex_);
+  std::map<uid_t, uint32_t> per_uid_ ABSL_GUARDED_BY(mutex_);
   uint64_t sessions_served_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Time idle_since_ ABSL_GUARDED_BY(mutex_);
 };
