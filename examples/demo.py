@@ -1,4 +1,6 @@
-"""The main job: a daemon, `import torch` alone, two devices, two processes.
+"""The main job: a daemon, `import torch` alone, two devices, two processes
+(one using the daemon on its own, one sharing a device tensor with this
+process through torch.multiprocessing, no copy).
 
 Started by `make demo`. Starts its own openreg-daemon on a private socket
 (torch_openreg.testing.Daemon), runs the work, and stops the daemon by pid.
@@ -15,6 +17,15 @@ CHILD = textwrap.dedent("""
     y = (x * 10).sum(dim=0)
     print(f"  [child pid {os.getpid()}] openreg:1 says {y.tolist()}")
 """)
+
+
+def _double_in_place(queue, done):
+    import torch
+
+    x = queue.get()  # the sender's device memory, opened by IPC handle
+    x.mul_(2)
+    torch.openreg.synchronize()
+    done.put(os.getpid())
 
 
 def main():
@@ -45,6 +56,21 @@ def main():
         print(child.stdout.rstrip())
         if child.returncode != 0:
             sys.exit(f"demo: second process failed:\n{child.stderr}")
+
+        import torch.multiprocessing as mp
+
+        context = mp.get_context("spawn")
+        queue, done = context.Queue(), context.Queue()
+        sharer = context.Process(target=_double_in_place, args=(queue, done))
+        sharer.start()
+        shared = torch.arange(4.0, device="openreg:0")
+        queue.put(shared)
+        pid = done.get(timeout=300)
+        sharer.join(60)
+        if shared.cpu().tolist() != [0.0, 2.0, 4.0, 6.0]:
+            sys.exit(f"demo: shared tensor reads {shared.cpu().tolist()}")
+        print(f"  [child pid {pid}] doubled a tensor it received through a "
+              f"Queue: {shared.cpu().tolist()} here (same device memory)")
 
         stats = torch.openreg.daemon_stats()
         for device in stats["devices"]:
