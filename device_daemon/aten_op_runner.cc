@@ -36,6 +36,7 @@
 #include "device_daemon/kernel_workspace.h"
 #include "device_daemon/op_table.h"
 #include "device_daemon/session.h"
+#include "device_daemon/warn_once_probe.h"
 #include "op_codec/kernel_settings.h"
 #include "op_codec/op_codec.h"
 
@@ -68,16 +69,18 @@ std::string ShapeString(c10::IntArrayRef sizes) {
   return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
 }
 // Collects the warnings a kernel raises on this thread (c10's warning
-// handler is thread-local), for the client to raise again.
+// handler is thread-local), for the client to raise again; each is encoded
+// at once, while warn_once_probe.h can still tell a TORCH_WARN_ONCE.
 class WarningCollector : public c10::WarningHandler {
  public:
-  void process(const c10::Warning& warning) override {
-    warnings_.push_back(warning);
+  WarningCollector() { TakeWarnOnceMark(); }  // a stale mark is not ours
+  void process(const c10::Warning& warning) override;
+  const std::vector<proto::KernelWarning>& warnings() const {
+    return warnings_;
   }
-  const std::vector<c10::Warning>& warnings() const { return warnings_; }
 
  private:
-  std::vector<c10::Warning> warnings_;
+  std::vector<proto::KernelWarning> warnings_;
 };
 
 // Passes warnings on to the handler that was current, except ATen's
@@ -91,6 +94,7 @@ class OutVariantWarningFilter : public c10::WarningHandler {
   void process(const c10::Warning& warning) override {
     if (absl::StartsWith(warning.msg(),
                          "An output with one or more elements was resized")) {
+      TakeWarnOnceMark();
       return;
     }
     next_->process(warning);
@@ -102,12 +106,17 @@ class OutVariantWarningFilter : public c10::WarningHandler {
 
 void EncodeWarning(const c10::Warning& warning, proto::KernelWarning* out) {
   out->set_message(warning.msg());
+  out->set_once(TakeWarnOnceMark());
   out->set_deprecation(
       std::holds_alternative<c10::DeprecationWarning>(warning.type()));
   const c10::SourceLocation& where = warning.source_location();
   if (where.function != nullptr) out->set_function(where.function);
   if (where.file != nullptr) out->set_file(where.file);
   out->set_line(where.line);
+}
+
+void WarningCollector::process(const c10::Warning& warning) {
+  EncodeWarning(warning, &warnings_.emplace_back());
 }
 
 // Everything one launch needs while its arguments are converted: the
@@ -171,7 +180,7 @@ class Launch : public op_codec::DeviceTensorCodec {
   absl::Status RunSynchronous(const c10::OperatorHandle& handle,
                               torch::jit::Stack* stack, uint64_t sequence);
   // Leaves the warnings of an asynchronous kernel in the stream's mailbox.
-  void PostWarnings(const std::vector<c10::Warning>& warnings);
+  void PostWarnings(const std::vector<proto::KernelWarning>& warnings);
   // An asynchronous launch the client waits for: the reply carries the
   // kernel's warnings only.
   absl::Status RunChecked(const ResolvedOp& resolved, torch::jit::Stack* stack,
@@ -206,7 +215,7 @@ class Launch : public op_codec::DeviceTensorCodec {
   void FinishOutArguments();
   absl::Status WriteReply(const c10::FunctionSchema& schema,
                           const torch::jit::Stack& stack,
-                          const std::vector<c10::Warning>& warnings,
+                          const std::vector<proto::KernelWarning>& warnings,
                           uint64_t sequence);
 
   const StreamContext& context_;
@@ -548,10 +557,9 @@ void Launch::FinishOutArguments() {
   }
 }
 
-absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
-                                const torch::jit::Stack& stack,
-                                const std::vector<c10::Warning>& warnings,
-                                uint64_t sequence) {
+absl::Status Launch::WriteReply(
+    const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+    const std::vector<proto::KernelWarning>& warnings, uint64_t sequence) {
   const std::vector<c10::Argument>& returns = schema.returns();
   proto::OpReply reply;
   for (size_t i = 0; i < stack.size(); ++i) {
@@ -588,8 +596,8 @@ absl::Status Launch::WriteReply(const c10::FunctionSchema& schema,
         op_codec::EncodeValue(stack[i], type, *this, reply.add_results());
     if (!encoded.ok()) return Fail(encoded);
   }
-  for (const c10::Warning& warning : warnings) {
-    EncodeWarning(warning, reply.add_warnings());
+  for (const proto::KernelWarning& warning : warnings) {
+    *reply.add_warnings() = warning;
   }
   for (const proto::Argument& result : reply.results()) {
     if (result.has_tensor()) reply_tensors_.push_back(result.tensor());
@@ -648,11 +656,9 @@ absl::Status Launch::RunAsynchronous(const ResolvedOp& resolved,
   return CopyToOutputs(*stack);
 }
 
-void Launch::PostWarnings(const std::vector<c10::Warning>& warnings) {
-  for (const c10::Warning& warning : warnings) {
-    proto::KernelWarning record;
-    EncodeWarning(warning, &record);
-    PostToMailbox(context_.slot->warnings, record.SerializeAsString());
+void Launch::PostWarnings(const std::vector<proto::KernelWarning>& warnings) {
+  for (const proto::KernelWarning& warning : warnings) {
+    PostToMailbox(context_.slot->warnings, warning.SerializeAsString());
   }
 }
 

@@ -14,7 +14,8 @@ class AtenOpRunner : public OpRunner {
  public:
   // Makes TORCH_WARN_ONCE warn at every call in this process (as
   // torch.set_warn_always(True) does): once per daemon would mean once for
-  // the first client only. Clients dedupe as their warning filters say.
+  // the first client only. Such warnings are marked (warn_once_probe.h)
+  // and each client raises them once per process.
   // Each kernel may hold at most `workspace_limit_bytes` of host memory in
   // the daemon (kernel_workspace.h; 0 = unlimited).
   explicit AtenOpRunner(uint64_t workspace_limit_bytes = 0);

@@ -38,8 +38,16 @@ std::vector<c10::Warning> KernelWarnings(const proto::OpReply& reply);
 void RaisePendingKernelWarnings();
 
 // Raises them in this process (Python sees UserWarning / DeprecationWarning,
-// through its warning filters).
+// through its warning filters). A TORCH_WARN_ONCE warning of a daemon
+// kernel is raised once per process and source location, unless
+// torch.set_warn_always(True), as CPU does.
 void RaiseWarnings(const std::vector<c10::Warning>& warnings);
+
+// RaiseWarnings for the warnings an op signature's checked launch returned,
+// raised again at each later launch of the signature (at the call, as on
+// CPU). The same warnings coming back through the mailbox from those
+// launches are then not raised a second time.
+void RaiseWarningsAtCall(const std::vector<c10::Warning>& warnings);
 
 }  // namespace openreg::torch_backend
 

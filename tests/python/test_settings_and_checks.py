@@ -14,7 +14,7 @@ import warnings
 import pytest
 import torch
 
-from daemon_fixture import process_daemon
+from daemon_fixture import process_daemon, python_env
 
 # Started before torch.testing._internal is imported: importing it asks
 # whether the device is available, which connects (and would spawn a
@@ -293,6 +293,30 @@ class TestKernelWarnings(TestCase):
             torch.set_warn_always(previous)
         self.assertEqual(result.cpu(),
                          torch.searchsorted(boundaries.cpu(), values.cpu()))
+
+    def test_a_warn_once_site_warns_once_per_process(self, device):
+        # As on CPU, per client process: a fresh process warns at its first
+        # call only, and exactly once per call under set_warn_always(True)
+        # (the daemon runs every kernel with warn-always on, and marks which
+        # warnings came from TORCH_WARN_ONCE).
+        code = f"""
+import warnings, torch
+boundaries = torch.arange(6.0).reshape(3, 2).t().to("{device}")
+values = torch.ones(2, 2, device="{device}")
+def count():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.searchsorted(boundaries, values)
+        torch.ones(1, device="{device}").sum().item()  # a synchronization
+    return sum("non-contiguous" in str(w.message) for w in caught)
+print([count() for _ in range(3)])
+torch.set_warn_always(True)
+print([count() for _ in range(2)])
+"""
+        run = subprocess.run([sys.executable, "-c", code], env=python_env(),
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertEqual(run.stdout.split("\n")[:2], ["[1, 0, 0]", "[1, 1]"])
 
     def test_reduced_losses_warn_nothing_cpu_does_not(self, device):
         # The daemon runs mse_loss as its out= overload, which resizes the

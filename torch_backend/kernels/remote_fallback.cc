@@ -501,12 +501,12 @@ void Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   } else if (meta.fresh == nullptr) {
     results = RunAsynchronous(op, plan, arguments, *meta.result, device,
                               /*checked_warnings=*/nullptr);
-    RaiseWarnings(meta.result->warnings);
+    RaiseWarningsAtCall(meta.result->warnings);
   } else {
     results = RunAsynchronous(op, plan, arguments, *meta.result, device,
                               &meta.fresh->warnings);
     if (!meta.key.empty()) StoreMetaResult(std::move(meta.key), meta.fresh);
-    RaiseWarnings(meta.fresh->warnings);
+    RaiseWarningsAtCall(meta.fresh->warnings);
   }
   // Step 4: the results replace the arguments on the stack.
   torch::jit::drop(*stack, num_arguments);
