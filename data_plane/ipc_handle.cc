@@ -14,6 +14,7 @@ constexpr uint8_t kVersion = 1;
 // Fixed offsets of the wire layout (see the header).
 constexpr size_t kKindAt = 5;
 constexpr size_t kVersionAt = 6;
+constexpr size_t kReservedAt = 7;  // zero
 constexpr size_t kInstanceAt = 8;
 constexpr size_t kExportAt = 16;
 constexpr size_t kSecretAt = 24;
@@ -77,6 +78,7 @@ absl::StatusOr<IpcHandle> DecodeIpcHandle(absl::string_view bytes,
     return Invalid(absl::StrCat("this is ", KindName(kind), " handle, not ",
                                 KindName(expected), " handle"));
   }
+  if (bytes[kReservedAt] != '\0') return Invalid("corrupted (nonzero padding)");
   for (size_t i = kPaddingAt; i < kIpcHandleBytes; ++i) {
     if (bytes[i] != '\0') return Invalid("corrupted (nonzero padding)");
   }

@@ -4,8 +4,9 @@
 // only the daemon that made it can resolve it, and only for a process of
 // the exporter's uid.
 //
-//   [magic "ORIPC" + kind + version: 8][daemon instance: 8][export id: 8]
-//   [secret: 16][offset into the exported allocation: 8][zero: 16]
+//   [magic "ORIPC" + kind + version + zero: 8][daemon instance: 8]
+//   [export id: 8][secret: 16][offset into the exported allocation: 8]
+//   [zero: 16]
 //
 // The daemon instance (random per daemon start) makes handles of another
 // (or an earlier) daemon fail with a clear error; the secret (random per

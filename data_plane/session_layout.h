@@ -71,7 +71,9 @@ struct alignas(64) StreamSlot {
 
 struct alignas(64) EventSlot {
   std::atomic<uint32_t> in_use;
-  uint32_t stream_slot;
+  // Atomic: streams may record one event concurrently (ThreadSanitizer
+  // caught two stream workers writing it at once).
+  std::atomic<uint32_t> stream_slot;
   // Set by the daemon when the stream reaches the RecordEvent command.
   std::atomic<uint64_t> recorded_sequence;
   std::atomic<uint64_t> timestamp_ns;  // CLOCK_MONOTONIC

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "data_plane/attach_protocol.h"
 #include "data_plane/unix_socket.h"
+#include "gtest/gtest.h"
 
 namespace openreg {
 namespace {
@@ -37,6 +38,18 @@ int WaitForExit(pid_t pid, absl::Duration timeout) {
     if (done < 0 && errno != EINTR) return -1;
     if (absl::Now() >= deadline) return -1;
     absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+// In a sanitizer build (--config=asan/ubsan/tsan) the daemon's reports go to
+// its log, which nobody else reads: a report there fails the running test.
+void ExpectNoSanitizerReport(const std::string& log) {
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                             "WARNING: ThreadSanitizer", ": runtime error: "}) {
+    if (log.find(marker) != std::string::npos) {
+      ADD_FAILURE() << "the daemon reported \"" << marker << "\":\n" << log;
+      return;
+    }
   }
 }
 
@@ -119,6 +132,7 @@ absl::Status TestDaemon::Start(const std::string& socket_path,
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
+      ExpectNoSanitizerReport(Log());
       return absl::UnavailableError(absl::StrCat("the daemon ", binary,
                                                  " exited early (status ",
                                                  status, "): ", Log()));
@@ -142,6 +156,7 @@ int TestDaemon::Stop() {
     status = WaitForExit(pid_, absl::Seconds(10));
   }
   pid_ = -1;
+  ExpectNoSanitizerReport(Log());
   return status;
 }
 
@@ -154,6 +169,7 @@ void TestDaemon::Kill() {
   kill(pid_, SIGKILL);
   WaitForExit(pid_, absl::Seconds(10));
   pid_ = -1;
+  ExpectNoSanitizerReport(Log());
 }
 
 std::string TestDaemon::Log() const {

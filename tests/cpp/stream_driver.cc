@@ -1,5 +1,6 @@
 #include "tests/cpp/stream_driver.h"
 
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace openreg {
@@ -32,7 +33,13 @@ void StreamDriver::SubmitWithSequence(proto::Command command,
 }
 
 bool StreamDriver::WaitFor(uint64_t sequence, absl::Duration timeout) const {
-  return slot_->completed.WaitForAtLeast(sequence, timeout);
+  // WaitForAtLeast may end early on a wake-up that did not reach `sequence`
+  // (its callers wait in loops, as the runtime client does); so does this.
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!slot_->completed.WaitForAtLeast(sequence, deadline - absl::Now())) {
+    if (absl::Now() >= deadline) return false;
+  }
+  return true;
 }
 
 void PrintTo(const StreamErrorRecord& record, std::ostream* out) {
