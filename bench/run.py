@@ -104,7 +104,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="fewer repetitions (a smoke run)")
+    parser.add_argument("--only", default="",
+                        help="comma-separated section names (substrings of "
+                             "the section functions' names) to run alone")
     args = parser.parse_args()
+    wanted = [name for name in args.only.split(",") if name]
     scale = 0.1 if args.quick else 1.0
 
     from torch_openreg.testing import Daemon
@@ -116,6 +120,8 @@ def main():
         threads = torch.get_num_threads()
         rows = []
         for section in sections():
+            if wanted and not any(w in section.__name__ for w in wanted):
+                continue
             rows += section(torch, scale)
 
         print(f"openreg benchmarks (client and CPU eager: {threads} threads; "

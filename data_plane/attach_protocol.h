@@ -1,6 +1,8 @@
 // The fixed-size messages exchanged on the attach socket. A client connects,
 // sends AttachHello; the daemon checks the peer's credentials, creates the
-// session and answers AttachWelcome with the session segment's fd attached.
+// session and answers AttachWelcome with two fds attached, in this order:
+// the session segment (segment_bytes, session_layout.h) and the daemon's
+// doorbell page (doorbell_bytes, doorbell.h), both to be mapped shared.
 // The connection then stays open for the session's lifetime: its hang-up is
 // how each side learns that the other is gone.
 #ifndef OPENREG_DATA_PLANE_ATTACH_PROTOCOL_H_
@@ -12,6 +14,8 @@
 namespace openreg {
 
 inline constexpr uint32_t kAttachMagic = 0x4f524154;  // "ORAT"
+// Fds attached to a welcome: the segment, then the doorbell page.
+inline constexpr int kWelcomeFds = 2;
 
 struct AttachHello {
   uint32_t magic;
@@ -22,11 +26,12 @@ struct AttachHello {
 struct AttachWelcome {
   uint32_t magic;
   uint32_t protocol_version;
-  int32_t error_code;  // proto::ErrorCode; 0 = attached, fd attached
+  int32_t error_code;  // proto::ErrorCode; 0 = attached, fds attached
   uint32_t device_count;
   uint64_t session_id;
   uint64_t token;
   uint64_t segment_bytes;
+  uint64_t doorbell_bytes;
   char message[256];
 };
 

@@ -77,6 +77,11 @@ bool RingReader::WaitForData(absl::Duration timeout) {
   return control_->tail.WaitForChange(control_->head.Load(), timeout);
 }
 
+bool RingReader::HasData() const {
+  return control_->tail.value.load(std::memory_order_seq_cst) !=
+         control_->head.value.load(std::memory_order_seq_cst);
+}
+
 absl::Status RingReader::TryRead(std::string* payload) {
   // The producer is untrusted: positions and lengths are checked before use
   // and the payload is copied out before it is consumed.

@@ -77,6 +77,10 @@ class RingReader {
   // Waits up to `timeout` for a record to be published.
   bool WaitForData(absl::Duration timeout);
 
+  // True when the producer has published bytes not consumed yet (seq_cst
+  // loads: the parking protocol of doorbell.h relies on it).
+  bool HasData() const;
+
  private:
   RingControl* control_;
   const char* buffer_;

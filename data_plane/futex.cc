@@ -32,4 +32,8 @@ void FutexWakeAll(std::atomic<uint32_t>* word) {
   Futex(word, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
+void FutexWakeOne(std::atomic<uint32_t>* word) {
+  Futex(word, FUTEX_WAKE, 1, nullptr);
+}
+
 }  // namespace openreg

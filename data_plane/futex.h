@@ -21,6 +21,9 @@ void FutexWait(std::atomic<uint32_t>* word, uint32_t expected,
 // Wakes every waiter sleeping on `word`.
 void FutexWakeAll(std::atomic<uint32_t>* word);
 
+// Wakes at most one waiter sleeping on `word`.
+void FutexWakeOne(std::atomic<uint32_t>* word);
+
 }  // namespace openreg
 
 #endif  // OPENREG_DATA_PLANE_FUTEX_H_

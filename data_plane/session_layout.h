@@ -67,6 +67,11 @@ struct alignas(64) StreamSlot {
   uint64_t reply_size;
   // Warnings of the stream's asynchronous kernels (warning_mailbox.h).
   WarningMailbox warnings;
+  // 1 while the daemon has no executor on this stream because its ring was
+  // empty; the client clears it after publishing a command and rings the
+  // device's doorbell (doorbell.h). Alone in its cache line: both sides
+  // write it.
+  alignas(64) std::atomic<uint32_t> parked;
 };
 
 struct alignas(64) EventSlot {

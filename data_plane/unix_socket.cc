@@ -14,6 +14,9 @@
 namespace openreg {
 namespace {
 
+// Fds one message may carry (the welcome carries two).
+constexpr size_t kMaxPassedFds = 4;
+
 absl::Status ErrnoError(absl::string_view what, absl::string_view path = "") {
   const int saved = errno;
   std::string message = absl::StrCat(what, path.empty() ? "" : " ", path, ": ",
@@ -36,11 +39,12 @@ absl::StatusOr<sockaddr_un> MakeAddress(const std::string& path) {
   return address;
 }
 
-// Takes every fd of every SCM_RIGHTS header in `message`: the first goes to
-// *keep when keep is not null and still -1, the rest are closed (a header
-// may carry several fds; the kernel already closed those that did not fit
-// in the control buffer).
-void KeepOrClosePassedFds(msghdr* message, int* keep) {
+// Takes every fd of every SCM_RIGHTS header in `message`: the first ones go
+// to keep[i] while keep[i] is still -1 (i < keep_count), the rest are
+// closed (a header may carry several fds; the kernel already closed those
+// that did not fit in the control buffer).
+void KeepOrClosePassedFds(msghdr* message, int* keep, size_t keep_count) {
+  size_t next = 0;
   for (cmsghdr* header = CMSG_FIRSTHDR(message); header != nullptr;
        header = CMSG_NXTHDR(message, header)) {
     if (header->cmsg_level != SOL_SOCKET || header->cmsg_type != SCM_RIGHTS) {
@@ -51,8 +55,9 @@ void KeepOrClosePassedFds(msghdr* message, int* keep) {
     for (size_t i = 0; i < count; ++i) {
       int fd;
       std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
-      if (keep != nullptr && *keep < 0) {
-        *keep = fd;
+      while (next < keep_count && keep[next] >= 0) ++next;
+      if (keep != nullptr && next < keep_count) {
+        keep[next++] = fd;
       } else {
         close(fd);
       }
@@ -102,19 +107,27 @@ absl::StatusOr<PeerCredentials> GetPeerCredentials(int fd) {
 
 absl::Status SendMessage(int socket, const void* data, size_t size,
                          int fd_to_send) {
+  return SendMessage(socket, data, size, &fd_to_send, fd_to_send >= 0 ? 1 : 0);
+}
+
+absl::Status SendMessage(int socket, const void* data, size_t size,
+                         const int* fds, size_t fd_count) {
+  if (fd_count > kMaxPassedFds) {
+    return absl::InvalidArgumentError("too many fds for one message");
+  }
   iovec io{const_cast<void*>(data), size};
   msghdr message{};
   message.msg_iov = &io;
   message.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  if (fd_to_send >= 0) {
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
+  if (fd_count > 0) {
     message.msg_control = control;
-    message.msg_controllen = sizeof(control);
+    message.msg_controllen = CMSG_SPACE(sizeof(int) * fd_count);
     cmsghdr* header = CMSG_FIRSTHDR(&message);
     header->cmsg_level = SOL_SOCKET;
     header->cmsg_type = SCM_RIGHTS;
-    header->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(header), &fd_to_send, sizeof(int));
+    header->cmsg_len = CMSG_LEN(sizeof(int) * fd_count);
+    std::memcpy(CMSG_DATA(header), fds, sizeof(int) * fd_count);
   }
   ssize_t sent;
   do {
@@ -129,7 +142,17 @@ absl::Status SendMessage(int socket, const void* data, size_t size,
 
 absl::Status ReceiveMessage(int socket, void* data, size_t size,
                             absl::Duration timeout, int* received_fd) {
-  if (received_fd != nullptr) *received_fd = -1;
+  return ReceiveMessage(socket, data, size, timeout, received_fd,
+                        received_fd != nullptr ? 1 : 0);
+}
+
+absl::Status ReceiveMessage(int socket, void* data, size_t size,
+                            absl::Duration timeout, int* received_fds,
+                            size_t fd_count) {
+  if (fd_count > kMaxPassedFds) {
+    return absl::InvalidArgumentError("too many fds for one message");
+  }
+  for (size_t i = 0; i < fd_count; ++i) received_fds[i] = -1;
   const absl::Time deadline = absl::Now() + timeout;
   size_t received = 0;
   while (received < size) {
@@ -148,14 +171,14 @@ absl::Status ReceiveMessage(int socket, void* data, size_t size,
     msghdr message{};
     message.msg_iov = &io;
     message.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
     message.msg_control = control;
     message.msg_controllen = sizeof(control);
     const ssize_t got = recvmsg(socket, &message, MSG_CMSG_CLOEXEC);
     if (got < 0 && errno == EINTR) continue;
     if (got < 0) return ErrnoError("recvmsg");
     if (got == 0) return absl::UnavailableError("attach socket closed by peer");
-    KeepOrClosePassedFds(&message, received_fd);
+    KeepOrClosePassedFds(&message, received_fds, fd_count);
     received += static_cast<size_t>(got);
   }
   return absl::OkStatus();
@@ -175,7 +198,7 @@ absl::StatusOr<size_t> ReceiveAvailable(int socket, void* data, size_t size) {
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
     if (got < 0) return ErrnoError("recvmsg");
-    KeepOrClosePassedFds(&message, /*keep=*/nullptr);
+    KeepOrClosePassedFds(&message, /*keep=*/nullptr, 0);
     if (got == 0 && size > 0) {
       return absl::UnavailableError("attach socket closed by peer");
     }

@@ -32,12 +32,21 @@ absl::StatusOr<PeerCredentials> GetPeerCredentials(int fd);
 // Sends all `size` bytes, attaching `fd_to_send` when it is >= 0.
 absl::Status SendMessage(int socket, const void* data, size_t size,
                          int fd_to_send = -1);
+// Sends all `size` bytes with `fd_count` (at most 4) fds attached, in order.
+absl::Status SendMessage(int socket, const void* data, size_t size,
+                         const int* fds, size_t fd_count);
 
 // Receives exactly `size` bytes within `timeout`; stores a passed fd in
 // *received_fd (or -1) when received_fd is not null. Every other passed fd
 // is closed: a peer must not be able to make us hold descriptors.
 absl::Status ReceiveMessage(int socket, void* data, size_t size,
                             absl::Duration timeout, int* received_fd = nullptr);
+// The same, keeping the first `fd_count` (at most 4) passed fds in
+// received_fds[0..fd_count) in the order they were sent (-1 where none
+// came); any further fd is closed.
+absl::Status ReceiveMessage(int socket, void* data, size_t size,
+                            absl::Duration timeout, int* received_fds,
+                            size_t fd_count);
 
 // One non-blocking read of up to `size` bytes. Returns the byte count (0
 // when nothing is waiting), or kUnavailable when the peer has closed its

@@ -10,12 +10,26 @@ namespace {
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
-// Waits until `done()` holds. Spins, then sleeps on the counter's futex word.
-// The sleeper count and the word follow the event-count pattern: register as
-// a sleeper, read the word, re-check the condition, then sleep on the word.
+constexpr uint64_t kNobodyWaits = ~uint64_t{0};
+
+// Lowers counter->wake_at to `target` unless it is lower already.
+void PublishTarget(WaitableCounter* counter, uint64_t target) {
+  uint64_t current = counter->wake_at.load(std::memory_order_seq_cst);
+  while (target < current &&
+         !counter->wake_at.compare_exchange_weak(current, target,
+                                                 std::memory_order_seq_cst)) {
+  }
+}
+
+// Waits until `done()` holds; `target` is the lowest value that can make it
+// hold. Spins, then sleeps on the counter's futex word. The sleeper count
+// and the word follow the event-count pattern: register as a sleeper and
+// publish the target, read the word, re-check the condition, then sleep on
+// the word. An advance resets wake_at before it bumps the word, so a target
+// found erased after the word was read is published again first.
 template <typename Done>
-bool WaitUntil(WaitableCounter* counter, Done done, absl::Duration timeout,
-               absl::Duration spin) {
+bool WaitUntil(WaitableCounter* counter, uint64_t target, Done done,
+               absl::Duration timeout, absl::Duration spin) {
   if (done()) return true;
   const absl::Time start = absl::Now();
   const absl::Time spin_until = start + spin;
@@ -26,7 +40,13 @@ bool WaitUntil(WaitableCounter* counter, Done done, absl::Duration timeout,
   const absl::Time deadline = start + timeout;
   while (true) {
     counter->sleepers.fetch_add(1, std::memory_order_seq_cst);
+    PublishTarget(counter, target);
     const uint32_t word = counter->futex_word.load(std::memory_order_seq_cst);
+    if (counter->wake_at.load(std::memory_order_seq_cst) > target) {
+      // An advance reset it meanwhile: publish again.
+      counter->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      continue;
+    }
     const uint64_t value_before = counter->Load();
     if (done()) {
       counter->sleepers.fetch_sub(1, std::memory_order_seq_cst);
@@ -53,7 +73,11 @@ bool WaitUntil(WaitableCounter* counter, Done done, absl::Duration timeout,
 
 void WaitableCounter::Advance(uint64_t new_value) {
   value.store(new_value, std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_seq_cst) != 0) WakeAll();
+  if (sleepers.load(std::memory_order_seq_cst) != 0 &&
+      new_value >= wake_at.load(std::memory_order_seq_cst)) {
+    wake_at.store(kNobodyWaits, std::memory_order_seq_cst);
+    WakeAll();
+  }
 }
 
 void WaitableCounter::WakeAll() {
@@ -64,13 +88,14 @@ void WaitableCounter::WakeAll() {
 bool WaitableCounter::WaitForAtLeast(uint64_t target, absl::Duration timeout,
                                      absl::Duration spin) {
   return WaitUntil(
-      this, [&] { return Load() >= target; }, timeout, spin);
+      this, target, [&] { return Load() >= target; }, timeout, spin);
 }
 
 bool WaitableCounter::WaitForChange(uint64_t observed, absl::Duration timeout,
                                     absl::Duration spin) {
+  // Values only grow, so the next change reaches observed + 1.
   return WaitUntil(
-      this, [&] { return Load() != observed; }, timeout, spin);
+      this, observed + 1, [&] { return Load() != observed; }, timeout, spin);
 }
 
 }  // namespace openreg

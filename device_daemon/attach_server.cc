@@ -311,8 +311,11 @@ void AttachServer::Attach(int fd) {
   welcome.session_id = (*session)->id();
   welcome.token = (*session)->token();
   welcome.segment_bytes = (*session)->segment().size();
+  const SharedMemory& doorbells = (*session)->devices().doorbell_page();
+  welcome.doorbell_bytes = doorbells.size();
+  const int fds[kWelcomeFds] = {(*session)->segment().fd(), doorbells.fd()};
   const absl::Status sent =
-      SendMessage(fd, &welcome, sizeof(welcome), (*session)->segment().fd());
+      SendMessage(fd, &welcome, sizeof(welcome), fds, kWelcomeFds);
   if (!sent.ok()) {
     registry_->Remove((*session)->id(), "welcome could not be sent")
         .IgnoreError();

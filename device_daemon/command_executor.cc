@@ -3,11 +3,13 @@
 #include <time.h>
 
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "device_daemon/blocking_region.h"
 #include "device_daemon/errors.h"
 #include "device_daemon/ipc_event_wait.h"
 #include "device_daemon/session.h"
@@ -252,7 +254,11 @@ absl::Status CommandExecutor::WaitStream(const StreamContext& context,
     return absl::OkStatus();
   }
   WaitableCounter& completed = session.stream_slot(target_slot)->completed;
+  // Entered only if the wait is real: the device keeps its other streams
+  // running meanwhile (the awaited one among them).
+  std::optional<BlockingRegion> blocking;
   while (completed.Load() < wait.sequence()) {
+    if (!blocking.has_value()) blocking.emplace();
     if (context.stop_requested()) {
       return absl::CancelledError("stream stopped while waiting");
     }
@@ -264,7 +270,8 @@ absl::Status CommandExecutor::WaitStream(const StreamContext& context,
                        "command ",
                        wait.sequence()));
     }
-    completed.WaitForAtLeast(wait.sequence(), kWaitSlice);
+    completed.WaitForAtLeast(wait.sequence(), kWaitSlice,
+                             DeviceScheduler::WaitSpin());
   }
   return absl::OkStatus();
 }

@@ -49,8 +49,8 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
 
   std::unique_ptr<Daemon> daemon(
       new Daemon(options, *std::move(directory), *std::move(lock)));
-  absl::StatusOr<std::unique_ptr<Devices>> devices =
-      Devices::Create(options.devices, options.memory_per_device);
+  absl::StatusOr<std::unique_ptr<Devices>> devices = Devices::Create(
+      options.devices, options.memory_per_device, options.executors_per_device);
   if (!devices.ok()) return devices.status();
   daemon->devices_ = *std::move(devices);
   daemon->op_runner_ = std::move(op_runner);

@@ -44,6 +44,9 @@ struct DaemonOptions {
   proto::FaultPlan fault_plan;
   // Count every command in the command profile (--profile_commands).
   bool profile_commands = false;
+  // Executor threads per device (--executors_per_device); 0 =
+  // DefaultMultiprocessorCount().
+  int executors_per_device = 0;
 };
 
 class Daemon {

@@ -23,14 +23,18 @@ int DefaultMultiprocessorCount() {
 }
 
 absl::StatusOr<std::unique_ptr<Devices>> Devices::Create(
-    int count, uint64_t memory_per_device, int multiprocessors) {
-  if (multiprocessors <= 0) multiprocessors = DefaultMultiprocessorCount();
+    int count, uint64_t memory_per_device, int executors) {
+  if (executors <= 0) executors = DefaultMultiprocessorCount();
   if (count < 1 || count > kMaxDevices) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device count must be between 1 and ", kMaxDevices, ", got ", count));
   }
   std::unique_ptr<Devices> devices(new Devices());
-  devices->multiprocessors_ = multiprocessors;
+  devices->multiprocessors_ = executors;
+  absl::StatusOr<SharedMemory> doorbells =
+      SharedMemory::Create("openreg-doorbells", kDoorbellPageBytes);
+  if (!doorbells.ok()) return doorbells.status();
+  devices->doorbell_page_ = *std::move(doorbells);
   for (int device = 0; device < count; ++device) {
     absl::StatusOr<std::unique_ptr<ArenaAllocator>> arena =
         ArenaAllocator::Create(device, memory_per_device);
@@ -39,10 +43,15 @@ absl::StatusOr<std::unique_ptr<Devices>> Devices::Create(
     devices->arenas_.push_back(*std::move(arena));
     devices->counters_.push_back(std::make_unique<DeviceCounters>());
     devices->health_.push_back(std::make_unique<DeviceHealth>(device));
-    devices->gates_.push_back(std::make_unique<ExecutionGate>(multiprocessors));
+  }
+  for (int device = 0; device < count; ++device) {
+    devices->schedulers_.push_back(std::make_unique<DeviceScheduler>(
+        device, executors, devices->doorbell(device)));
   }
   return devices;
 }
+
+Devices::~Devices() { schedulers_.clear(); }
 
 void Devices::Reset(int device) {
   arena(device).AdvanceGeneration();

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "data_plane/device_address.h"
 #include "data_plane/dtype.h"
+#include "device_daemon/blocking_region.h"
 #include "device_daemon/command_executor.h"
 #include "device_daemon/corruption.h"
 #include "device_daemon/errors.h"
@@ -103,6 +104,9 @@ WrittenTensors TensorArguments(const proto::Command& command) {
 
 // Sleeps `duration` (forever when infinite) unless the stream is stopped.
 void SleepUnlessStopped(const StreamContext* context, absl::Duration duration) {
+  // A hung or slowed command keeps its executor; the device's other streams
+  // get another one meanwhile.
+  BlockingRegion blocking;
   const absl::Time until = absl::Now() + duration;
   while (absl::Now() < until) {
     if (context != nullptr && context->stop_requested()) return;

@@ -44,6 +44,11 @@ ABSL_FLAG(uint32_t, max_events_per_session, 4096, "Event slots per session.");
 ABSL_FLAG(openreg::daemon::ByteSizeFlag, kernel_workspace_limit, {},
           "Most host memory one kernel may hold inside the daemon "
           "(temporaries, results); 0 = the device's memory size.");
+ABSL_FLAG(int32_t, executors_per_device, 0,
+          "Executor threads per device: the streams of every client run on "
+          "this many threads per device (reported as the device's "
+          "multiprocessor count). 0 = $OPENREG_MULTIPROCESSORS, else the "
+          "host's cores.");
 ABSL_FLAG(bool, profile_commands, false,
           "Count every command by (device, kind, op, phase): the command "
           "profile a fault campaign samples from (openreg-ctl profile).");
@@ -58,6 +63,7 @@ constexpr uint64_t kMinMemoryPerDevice = 1ull << 20;
 // small.
 constexpr uint32_t kMaxStreamsPerSession = 1024;
 constexpr uint32_t kMaxEventsPerSession = 1 << 16;
+constexpr int32_t kMaxExecutorsPerDevice = 4096;
 
 bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
                    std::string* error) {
@@ -145,6 +151,14 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
     config.options.fault_plan = *std::move(plan);
   }
   config.options.profile_commands = absl::GetFlag(FLAGS_profile_commands);
+  config.options.executors_per_device =
+      absl::GetFlag(FLAGS_executors_per_device);
+  if (config.options.executors_per_device < 0 ||
+      config.options.executors_per_device > kMaxExecutorsPerDevice) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--executors_per_device must be between 0 (the default) and ",
+        kMaxExecutorsPerDevice, ", got ", config.options.executors_per_device));
+  }
   config.options.session_quota.per_process =
       absl::GetFlag(FLAGS_max_sessions_per_process);
   config.options.session_quota.per_uid =

@@ -54,6 +54,7 @@ ABSL_DECLARE_FLAG(std::string, log_level);
 ABSL_DECLARE_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library);
 ABSL_DECLARE_FLAG(std::string, fault_plan);
 ABSL_DECLARE_FLAG(bool, profile_commands);
+ABSL_DECLARE_FLAG(int32_t, executors_per_device);
 ABSL_DECLARE_FLAG(uint32_t, max_sessions_per_process);
 ABSL_DECLARE_FLAG(uint32_t, max_sessions_per_uid);
 ABSL_DECLARE_FLAG(uint32_t, max_streams_per_session);

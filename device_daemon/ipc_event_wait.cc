@@ -1,9 +1,11 @@
 #include "device_daemon/ipc_event_wait.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "data_plane/session_layout.h"
+#include "device_daemon/blocking_region.h"
 #include "device_daemon/errors.h"
 
 namespace openreg::daemon {
@@ -74,7 +76,10 @@ absl::Status AwaitIpcEvent(const IpcEventSource& source,
   }
   WaitableCounter& completed =
       exporter.stream_slot(position.stream_slot)->completed;
+  // On an executor, a real wait lets the device run its other streams.
+  std::optional<BlockingRegion> blocking;
   while (!Reached(exporter, position)) {
+    if (!blocking.has_value()) blocking.emplace();
     if (exporter.streams_stopped()) {
       // The counters are final; look once more past the race with the end.
       if (Reached(exporter, position)) break;
@@ -97,7 +102,8 @@ absl::Status AwaitIpcEvent(const IpcEventSource& source,
                        "not finished");
     }
     completed.WaitForAtLeast(position.sequence,
-                             std::min(kWaitSlice, deadline - now));
+                             std::min(kWaitSlice, deadline - now),
+                             DeviceScheduler::WaitSpin());
   }
   return absl::OkStatus();
 }

@@ -31,6 +31,7 @@ void ResetStreamSlot(StreamSlot* slot) {
   slot->reply_sequence = 0;
   slot->reply_size = 0;
   slot->warnings.state.store(WarningMailbox::kEmpty, std::memory_order_relaxed);
+  slot->parked.store(0, std::memory_order_relaxed);
   slot->warnings.dropped.store(0, std::memory_order_relaxed);
   slot->warnings.bytes = 0;
 }
@@ -410,8 +411,7 @@ void Session::ActivateStream(uint32_t slot, int device, int priority) {
   entry.device = device;
   entry.priority = priority;
   if (executor_ != nullptr) {
-    entry.worker =
-        std::make_shared<StreamWorker>(this, slot, device, executor_);
+    entry.worker = StreamWorker::Start(this, slot, device, executor_);
   }
 }
 

@@ -1,26 +1,37 @@
-// The thread behind one stream of one session: reads serialized commands
-// from the stream's ring, runs them through the CommandExecutor in order
-// and publishes each one's completion. Errors go to the stream's error
-// record; a ring the client corrupted (or a gap in sequence numbers) faults
-// the stream, which then stops reading. Nothing a client writes can make it
-// crash or spin. Kernels wait for a slot of the device's ExecutionGate at
-// the stream's priority; other commands run as soon as they are read.
+// One stream of one session, as a runner of its device's scheduler
+// (device_scheduler.h): it has no thread of its own. An executor runs it a
+// slice at a time: reads serialized commands from the stream's ring, runs
+// them through the CommandExecutor in order and publishes each one's
+// completion. Errors go to the stream's error record; a ring the client
+// corrupted (or a gap in sequence numbers) faults the stream, which then
+// stops reading. Nothing a client writes can make it crash or spin.
+//
+// When its ring is empty the stream spins briefly (only while cores are
+// free), then parks (StreamSlot::parked, data_plane/doorbell.h) and gives
+// its executor back; the client's next command wakes it through the
+// device's doorbell.
 #ifndef OPENREG_DEVICE_DAEMON_STREAM_WORKER_H_
 #define OPENREG_DEVICE_DAEMON_STREAM_WORKER_H_
 
 #include <atomic>
 #include <cstdint>
-#include <thread>
+#include <memory>
+#include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "data_plane/command_ring.h"
 #include "data_plane/session_layout.h"
+#include "device_daemon/device_scheduler.h"
+#include "device_daemon/stream_context.h"
+#include "google/protobuf/arena.h"
 
 namespace openreg::daemon {
 
 class CommandExecutor;
-class ExecutionGate;
 class Session;
 
 // Stores the stream's first unreported error: the text fields first, then
@@ -29,31 +40,54 @@ class Session;
 void RecordStreamError(StreamSlot* slot, uint64_t sequence,
                        absl::string_view op, const absl::Status& status);
 
-class StreamWorker {
+class StreamWorker : public DeviceScheduler::Runner,
+                     public std::enable_shared_from_this<StreamWorker> {
  public:
-  // Starts the thread. `session` and `executor` must outlive the worker.
-  // The stream's priority is read from its slot (set by the session before
-  // the worker starts) and clamped to the supported range.
+  // Creates the stream's runner and registers it with its device's
+  // scheduler. `session` and `executor` must outlive the worker's run (the
+  // session Joins it before it goes). The stream's priority is read from
+  // its slot (set by the session first) and clamped to the supported range.
+  static std::shared_ptr<StreamWorker> Start(Session* session, uint32_t slot,
+                                             int device,
+                                             CommandExecutor* executor);
+
   StreamWorker(Session* session, uint32_t slot, int device,
                CommandExecutor* executor);
   StreamWorker(const StreamWorker&) = delete;
   StreamWorker& operator=(const StreamWorker&) = delete;
-  // Stops (without draining) and joins.
-  ~StreamWorker();
+  // Stops (without draining) and joins, if still running.
+  ~StreamWorker() override;
 
   // Stop after the command in progress; waits in progress give up.
   void RequestStop();
   // Stop once the ring is empty (everything already submitted has run).
   void RequestDrainAndStop();
-  // Waits for the thread to exit. Safe to call from several threads.
+  // Waits until the stream has stopped and its scheduler has forgotten it.
+  // Safe to call from several threads.
   void Join();
 
-  // The thread's loop has ended (stopped or faulted).
+  // The stream has stopped (stopped or faulted).
   bool finished() const { return finished_.load(std::memory_order_acquire); }
-  int priority() const { return priority_; }
+  int priority() const override { return priority_; }
+
+  // DeviceScheduler::Runner.
+  Outcome RunSlice(DeviceScheduler* scheduler) override;
+  bool WantsToRun(bool housekeeping) const override;
+  void Finished() override;
 
  private:
-  void Run();
+  enum class Step {
+    kRan,    // one command ran
+    kEmpty,  // the ring is empty
+    kStop,   // the stream must stop (stop request or fault)
+  };
+  // Reads and runs one command: arena parse, sequence check, fault on a
+  // corrupt ring, error record, completion.
+  Step RunOne();
+  // Spins a few microseconds for a command when cores are free and nothing
+  // else waits; true when there is something to do (a command, a stop).
+  bool SpinForWork(DeviceScheduler* scheduler);
+  bool StopOrDrainRequested() const;
   void Fault(uint64_t sequence, const absl::Status& status);
 
   Session* const session_;
@@ -62,13 +96,25 @@ class StreamWorker {
   CommandExecutor* const executor_;
   StreamSlot* const slot_;
   const int priority_;
-  ExecutionGate* const gate_;
+  DeviceScheduler* const scheduler_;
 
   std::atomic<bool> stop_{false};
   std::atomic<bool> drain_{false};
+  std::atomic<bool> started_{false};
   std::atomic<bool> finished_{false};
-  absl::Mutex join_mutex_;
-  std::thread thread_;  // last: started once every other member is ready
+
+  // Used by one executor at a time (the scheduler's mutex orders them).
+  RingReader reader_;
+  const StreamContext context_;
+  uint64_t last_sequence_;
+  std::string payload_;
+  // Each command is parsed into an arena reset per command, so parsing
+  // allocates nothing once the first block fits a typical command.
+  std::vector<char> arena_block_;
+  google::protobuf::Arena arena_;
+
+  absl::Mutex finish_mutex_;
+  bool finish_signaled_ ABSL_GUARDED_BY(finish_mutex_) = false;
 };
 
 }  // namespace openreg::daemon

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "data_plane/attach_protocol.h"
+#include "data_plane/doorbell.h"
 #include "data_plane/session_layout.h"
 #include "data_plane/unix_socket.h"
 #include "data_plane/version.h"
@@ -157,11 +158,12 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
         absl::StrCat("openreg: attach to the daemon failed: ", sent.message()));
   }
   AttachWelcome welcome{};
-  int received_fd = -1;
+  int received_fds[kWelcomeFds] = {-1, -1};
   absl::Status received =
       ReceiveMessage(connection->attach_socket.get(), &welcome, sizeof(welcome),
-                     kHandshakeDeadline, &received_fd);
-  UniqueFd memfd(received_fd);
+                     kHandshakeDeadline, received_fds, kWelcomeFds);
+  UniqueFd memfd(received_fds[0]);
+  UniqueFd doorbell_fd(received_fds[1]);
   if (!received.ok()) {
     return MakeError(Error::kDaemonUnavailable,
                      absl::StrCat("openreg: attach to the daemon failed: ",
@@ -185,10 +187,25 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
                                         : message);
     return StatusFromProto(refusal);
   }
-  if (!memfd.valid()) {
+  if (!memfd.valid() || !doorbell_fd.valid()) {
     return MakeError(Error::kInternal,
                      "openreg: the daemon attached without passing the "
-                     "session's shared memory");
+                     "session's shared memory and its doorbell page");
+  }
+  if (welcome.doorbell_bytes != kDoorbellPageBytes) {
+    return MakeError(Error::kInternal,
+                     absl::StrCat("openreg: the daemon announced a doorbell "
+                                  "page of ",
+                                  welcome.doorbell_bytes, " bytes, expected ",
+                                  kDoorbellPageBytes));
+  }
+  absl::StatusOr<SharedMemory> doorbells =
+      SharedMemory::Map(doorbell_fd.Release(), welcome.doorbell_bytes);
+  if (!doorbells.ok()) {
+    return MakeError(Error::kInternal,
+                     absl::StrCat("openreg: cannot map the daemon's doorbell "
+                                  "page: ",
+                                  doorbells.status().message()));
   }
   if (welcome.segment_bytes < sizeof(SessionHeader) ||
       welcome.segment_bytes > kMaxSegmentBytes) {
@@ -210,6 +227,7 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
                             segment->size(), welcome.session_id);
   if (!valid.ok()) return valid;
   connection->segment = std::move(*segment);
+  connection->doorbells = std::move(*doorbells);
   connection->session.set_session_id(welcome.session_id);
   connection->session.set_token(welcome.token);
   return absl::OkStatus();

@@ -35,6 +35,9 @@ struct Connection {
   UniqueFd attach_socket;
   // The session segment; its header has been validated.
   SharedMemory segment;
+  // The daemon's doorbell page (data_plane/doorbell.h), shared by every
+  // client: rung after a command for a parked stream.
+  SharedMemory doorbells;
 };
 
 // Connects to the daemon on ResolveSocketPath(), starting one first when

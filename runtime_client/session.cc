@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "data_plane/doorbell.h"
 #include "data_plane/error_codes.h"
 #include "runtime_client/command_encoding.h"
 #include "runtime_client/command_phase.h"
@@ -178,6 +179,12 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
     }
   }
   stream.last_submitted.store(sequence, std::memory_order_release);
+  // The ring's tail is published (seq_cst); a stream the daemon parked
+  // needs its device's doorbell (data_plane/doorbell.h).
+  if (ClaimParked(&stream.shared->parked)) {
+    RingDoorbell(&static_cast<DoorbellPage*>(connection_.doorbells.data())
+                      ->devices[stream.device.load(std::memory_order_relaxed)]);
+  }
   return sequence;
 }
 

@@ -89,7 +89,9 @@ class AttachHostileTest : public ::testing::Test {
   }
   void TearDown() override {
     Shutdown();
-    if (daemon_.running()) EXPECT_EQ(daemon_.Stop(), 0) << daemon_.Log();
+    if (daemon_.running()) {
+      EXPECT_EQ(daemon_.Stop(), 0) << daemon_.Log();
+    }
     RemoveSocketDirectory(directory_);
   }
 

@@ -123,7 +123,9 @@ class ControlPeerTest : public ::testing::Test {
     ASSERT_EQ(chmod(AttachSocketPath(socket_).c_str(), 0666), 0);
   }
   void TearDown() override {
-    if (daemon_.running()) EXPECT_EQ(daemon_.Stop(), 0) << daemon_.Log();
+    if (daemon_.running()) {
+      EXPECT_EQ(daemon_.Stop(), 0) << daemon_.Log();
+    }
     if (!directory_.empty()) RemoveSocketDirectory(directory_);
     other_.reset();
   }

@@ -33,9 +33,13 @@ struct Client {
   int fd = -1;
   AttachWelcome welcome{};
   SharedMemory segment;
+  SharedMemory doorbells;  // the daemon's doorbell page
   proto::SessionRef ref;
 
   SessionView view() const { return SessionView(segment.data()); }
+  Doorbell* doorbell(int device) const {
+    return &static_cast<DoorbellPage*>(doorbells.data())->devices[device];
+  }
   void HangUp() {
     if (fd >= 0) close(fd);
     fd = -1;
@@ -82,17 +86,24 @@ class DaemonTest : public ::testing::Test {
     hello.protocol_version = protocol;
     std::strncpy(hello.client_name, "daemon_test", sizeof(hello.client_name));
     EXPECT_TRUE(SendMessage(client->fd, &hello, sizeof(hello)).ok());
-    int segment_fd = -1;
+    int fds[kWelcomeFds] = {-1, -1};
     absl::Status received =
         ReceiveMessage(client->fd, &client->welcome, sizeof(client->welcome),
-                       absl::Seconds(10), &segment_fd);
+                       absl::Seconds(10), fds, kWelcomeFds);
     EXPECT_TRUE(received.ok()) << received;
+    const int segment_fd = fds[0];
     if (client->welcome.error_code == 0) {
       EXPECT_GE(segment_fd, 0);
+      EXPECT_GE(fds[1], 0);
       absl::StatusOr<SharedMemory> segment =
           SharedMemory::Map(segment_fd, client->welcome.segment_bytes);
       EXPECT_TRUE(segment.ok()) << segment.status();
       client->segment = *std::move(segment);
+      EXPECT_EQ(client->welcome.doorbell_bytes, kDoorbellPageBytes);
+      absl::StatusOr<SharedMemory> doorbells =
+          SharedMemory::Map(fds[1], client->welcome.doorbell_bytes);
+      EXPECT_TRUE(doorbells.ok()) << doorbells.status();
+      client->doorbells = *std::move(doorbells);
       client->ref.set_session_id(client->welcome.session_id);
       client->ref.set_token(client->welcome.token);
     } else {
@@ -126,7 +137,7 @@ class DaemonTest : public ::testing::Test {
   StreamErrorRecord Free(Client& client, uint64_t address) {
     SessionView view = client.view();
     StreamDriver stream(view.stream(0), view.ring_buffer(0),
-                        view.header()->limits.ring_bytes);
+                        view.header()->limits.ring_bytes, client.doorbell(0));
     proto::Command command;
     command.mutable_free()->set_address(address);
     return stream.Run(command).value_or(StreamErrorRecord{});
@@ -268,7 +279,7 @@ TEST_F(DaemonTest, DataPlaneThroughTheMappedSegment) {
   const uint64_t buffer = Allocate(client->ref, 0, 1024).address();
   SessionView view = client->view();
   StreamDriver stream(view.stream(0), view.ring_buffer(0),
-                      view.header()->limits.ring_bytes);
+                      view.header()->limits.ring_bytes, client->doorbell(0));
   for (int i = 0; i < 1024; ++i) view.staging()[i] = static_cast<char>(i);
   proto::Command upload;
   upload.mutable_h2d()->set_dst(buffer);
@@ -402,7 +413,7 @@ TEST_F(DaemonTest, HangUpEndsOnlyThatSession) {
     SessionView view = leaving->view();
     StreamDriver side(view.stream(created.slot()),
                       view.ring_buffer(created.slot()),
-                      view.header()->limits.ring_bytes);
+                      view.header()->limits.ring_bytes, leaving->doorbell(0));
     proto::Command wait;
     wait.mutable_wait_stream()->set_stream_slot(0);
     wait.mutable_wait_stream()->set_sequence(1000);

@@ -78,8 +78,10 @@ class FaultInjectorTest : public ::testing::Test {
   }
 
   static StreamDriver Driver(Session& session, uint32_t slot) {
-    return StreamDriver(session.stream_slot(slot), session.ring_buffer(slot),
-                        session.limits().ring_bytes);
+    return StreamDriver(
+        session.stream_slot(slot), session.ring_buffer(slot),
+        session.limits().ring_bytes,
+        session.devices().doorbell(session.stream_slot(slot)->device));
   }
 
   proto::Command Mul(uint64_t address, int device = 0) const {
@@ -477,6 +479,64 @@ TEST(CorruptionTest, BurstsAreAdjacentAndForcedBitsStay) {
   EXPECT_TRUE(ForceBit(reinterpret_cast<char*>(&word), 8, 63, true));
   EXPECT_NE(word >> 63, 0u);
   EXPECT_FALSE(ForceBit(reinterpret_cast<char*>(&word), 8, 64, true));
+}
+
+}  // namespace
+}  // namespace openreg::daemon
+
+namespace openreg::daemon {
+namespace {
+
+proto::Command MulInto(uint64_t address) {
+  proto::Command command;
+  proto::LaunchOp* launch = command.mutable_launch();
+  launch->set_name("aten::mul");
+  launch->set_overload("Tensor");
+  proto::TensorRef* output = launch->add_outputs();
+  output->set_address(address);
+  output->add_sizes(kElements);
+  output->add_strides(1);
+  output->set_dtype(kFloat);
+  output->set_device(0);
+  return command;
+}
+
+// With one executor per device, a hung command (an injected hang, which
+// waits in a BlockingRegion) holds its own stream, not the device: another
+// stream of the same device still runs, and closing the session ends the
+// hang.
+TEST(FaultInjectorExecutorTest,
+     AHungStreamDoesNotStopAnotherStreamOnItsDevice) {
+  std::unique_ptr<Devices> devices =
+      *Devices::Create(1, 16 << 20, /*executors=*/1);
+  OnesRunner runner;
+  FaultInjector injector(devices.get(), /*profile_commands=*/false);
+  CommandExecutor executor(devices.get(), &runner);
+  executor.SetFaultHook(&injector);
+  std::unique_ptr<Session> session =
+      MakeTestSession(1, devices.get(), &executor);
+  ASSERT_TRUE(injector
+                  .Arm(Plan(R"({"hang": {"seconds": 0},
+                                  "trigger": {"op": "aten::mul", "nth": 1}})"),
+                       session.get())
+                  .ok());
+  const uint64_t hung_output = *session->Allocate(0, kElements * 4);
+  const uint64_t other_output = *session->Allocate(0, kElements * 4);
+  StreamDriver hung(session->stream_slot(0), session->ring_buffer(0),
+                    session->limits().ring_bytes, devices->doorbell(0));
+  const uint64_t hung_sequence = hung.Submit(MulInto(hung_output));
+  const uint32_t slot = *session->CreateStream(0, 0);
+  StreamDriver other(session->stream_slot(slot), session->ring_buffer(slot),
+                     session->limits().ring_bytes, devices->doorbell(0));
+  // The hang fires first (the only executor takes it), then the other
+  // stream's kernel needs a thread.
+  absl::SleepFor(absl::Milliseconds(50));
+  const uint64_t other_sequence = other.Submit(MulInto(other_output));
+  EXPECT_TRUE(other.WaitFor(other_sequence, absl::Seconds(10)));
+  EXPECT_EQ(other.TakeError(), std::nullopt);
+  EXPECT_LT(hung.slot()->completed.Load(), hung_sequence);
+  session->Close();
+  EXPECT_FALSE(session->IsStreamAlive(0));
 }
 
 }  // namespace

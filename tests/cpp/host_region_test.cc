@@ -76,9 +76,9 @@ class HostRegionTest : public ::testing::Test {
     executor_ = std::make_unique<CommandExecutor>(devices_.get(), &op_runner_);
     session_ =
         MakeTestSession(3, devices_.get(), executor_.get(), TestLimits());
-    stream_ = std::make_unique<StreamDriver>(session_->stream_slot(0),
-                                             session_->ring_buffer(0),
-                                             session_->limits().ring_bytes);
+    stream_ = std::make_unique<StreamDriver>(
+        session_->stream_slot(0), session_->ring_buffer(0),
+        session_->limits().ring_bytes, devices_->doorbell(0));
   }
 
   ~HostRegionTest() override {

@@ -5,22 +5,32 @@
 
 namespace openreg {
 
-StreamDriver::StreamDriver(StreamSlot* slot, char* ring, uint64_t ring_bytes)
+StreamDriver::StreamDriver(StreamSlot* slot, char* ring, uint64_t ring_bytes,
+                           Doorbell* doorbell)
     : slot_(slot),
       writer_(&slot->ring, ring, ring_bytes),
+      doorbell_(doorbell),
       last_(slot->completed.Load()) {}
+
+void StreamDriver::RingIfParked() {
+  if (doorbell_ != nullptr && ClaimParked(&slot_->parked)) {
+    RingDoorbell(doorbell_);
+  }
+}
 
 uint64_t StreamDriver::Submit(proto::Command command) {
   command.set_sequence(++last_);
   const std::string bytes = command.SerializeAsString();
   EXPECT_TRUE(
       writer_.Write(bytes.data(), bytes.size(), absl::Seconds(30)).ok());
+  RingIfParked();
   return last_;
 }
 
 uint64_t StreamDriver::SubmitRaw(const std::string& bytes) {
   EXPECT_TRUE(
       writer_.Write(bytes.data(), bytes.size(), absl::Seconds(30)).ok());
+  RingIfParked();
   return ++last_;
 }
 
@@ -30,6 +40,7 @@ void StreamDriver::SubmitWithSequence(proto::Command command,
   const std::string bytes = command.SerializeAsString();
   EXPECT_TRUE(
       writer_.Write(bytes.data(), bytes.size(), absl::Seconds(30)).ok());
+  RingIfParked();
 }
 
 bool StreamDriver::WaitFor(uint64_t sequence, absl::Duration timeout) const {

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "data_plane/command_ring.h"
+#include "data_plane/doorbell.h"
 #include "data_plane/session_layout.h"
 #include "protos/commands.pb.h"
 
@@ -30,7 +31,11 @@ void PrintTo(const StreamErrorRecord& record, std::ostream* out);
 
 class StreamDriver {
  public:
-  StreamDriver(StreamSlot* slot, char* ring, uint64_t ring_bytes);
+  // `doorbell` is the stream's device's (data_plane/doorbell.h): rung after
+  // a command for a parked stream, as the runtime client does. Without it
+  // the daemon finds commands only at its periodic check (~100 ms).
+  StreamDriver(StreamSlot* slot, char* ring, uint64_t ring_bytes,
+               Doorbell* doorbell = nullptr);
 
   // Assigns the next sequence number, writes the command and returns the
   // sequence.
@@ -54,8 +59,11 @@ class StreamDriver {
   uint64_t last_submitted() const { return last_; }
 
  private:
+  void RingIfParked();
+
   StreamSlot* slot_;
   RingWriter writer_;
+  Doorbell* doorbell_;
   uint64_t last_ = 0;
 };
 

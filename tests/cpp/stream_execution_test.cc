@@ -10,13 +10,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "data_plane/device_address.h"
 #include "device_daemon/aten_op_runner.h"
 #include "device_daemon/command_executor.h"
 #include "device_daemon/devices.h"
 #include "device_daemon/errors.h"
-#include "device_daemon/execution_gate.h"
 #include "device_daemon/session.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
@@ -130,8 +130,8 @@ proto::Command LaunchCommand(const std::string& name,
 class InjectingHook : public NoFaults {
  public:
   bool active() const override { return true; }
-  absl::Status BeforeCommand(const StreamContext&, const proto::Command& command,
-                             bool*) override {
+  absl::Status BeforeCommand(const StreamContext&,
+                             const proto::Command& command, bool*) override {
     if (command.has_launch() && command.launch().name() == "test::fail") {
       return KernelFailureError("injected failure");
     }
@@ -156,9 +156,10 @@ class StreamExecutionTest : public ::testing::Test {
   ~StreamExecutionTest() override { session_->Close(); }
 
   std::unique_ptr<StreamDriver> Driver(uint32_t slot) {
-    return std::make_unique<StreamDriver>(session_->stream_slot(slot),
-                                          session_->ring_buffer(slot),
-                                          session_->limits().ring_bytes);
+    StreamSlot* shared = session_->stream_slot(slot);
+    return std::make_unique<StreamDriver>(shared, session_->ring_buffer(slot),
+                                          session_->limits().ring_bytes,
+                                          devices_->doorbell(shared->device));
   }
 
   uint64_t Alloc(uint64_t bytes, int device = 0) {
@@ -749,7 +750,7 @@ TEST_F(StreamExecutionTest, StatsCountCommandsPerSession) {
   EXPECT_EQ(devices_->counters(0).kernels_executed.load(), 1u);
 }
 
-// ---- Execution gate and stream priorities ---------------------------------
+// ---- Executor pool and stream priorities --------------------------------
 
 // Polls `done` (a state another thread reaches) for up to 30 s.
 template <typename Predicate>
@@ -762,110 +763,164 @@ bool Eventually(Predicate done) {
   return true;
 }
 
-TEST(ExecutionGateTest, PrioritiesAreClampedToTheCudaRange) {
+TEST(StreamPriorityTest, PrioritiesAreClampedToTheCudaRange) {
   EXPECT_EQ(ClampStreamPriority(5), 0);
   EXPECT_EQ(ClampStreamPriority(0), 0);
   EXPECT_EQ(ClampStreamPriority(-2), -2);
   EXPECT_EQ(ClampStreamPriority(-100), kGreatestStreamPriority);
 }
 
-TEST(ExecutionGateTest, AdmitsByPriorityThenArrival) {
-  ExecutionGate gate(1);
-  const std::atomic<bool> never{false};
-  ASSERT_TRUE(gate.Acquire(0, &never));  // the slot is busy
-  absl::Mutex mutex;
-  std::vector<std::string> order;
-  std::vector<std::thread> threads;
-  // Arrival order: low A, low B, high C, highest D.
-  const std::vector<std::pair<std::string, int>> arrivals = {
-      {"low A", 0}, {"low B", 0}, {"high C", -1}, {"highest D", -3}};
-  for (const auto& [name, priority] : arrivals) {
-    const int arrived = gate.waiting();
-    threads.emplace_back([&, name = name, priority = priority] {
-      ExecutionSlot slot(&gate, priority, &never);
-      absl::MutexLock lock(&mutex);
-      order.push_back(name);
-    });
-    ASSERT_TRUE(Eventually([&] { return gate.waiting() == arrived + 1; }));
+// A memset with this value is held by HoldingHook.
+constexpr uint32_t kHoldValue = 0x401d;
+
+proto::Command HoldCommand(uint64_t address) {
+  return MemsetCommand(address, kHoldValue, 1);
+}
+
+// Holds the executor that runs a HoldCommand until Release(), without
+// telling the scheduler (no BlockingRegion): the executor is busy, as with
+// a long kernel.
+class HoldingHook : public NoFaults {
+ public:
+  bool active() const override { return true; }
+  absl::Status BeforeCommand(const StreamContext&,
+                             const proto::Command& command, bool*) override {
+    if (command.has_memset() && command.memset().value() == kHoldValue) {
+      entered_.Notify();
+      released_.WaitForNotification();
+    }
+    return absl::OkStatus();
   }
-  gate.Release();
-  for (std::thread& thread : threads) thread.join();
-  EXPECT_EQ(order, (std::vector<std::string>{"highest D", "high C", "low A",
-                                             "low B"}));
-  EXPECT_EQ(gate.admitted(), 5u);
+  void WaitUntilHeld() { entered_.WaitForNotification(); }
+  void Release() { released_.Notify(); }
+
+ private:
+  absl::Notification entered_;
+  absl::Notification released_;
+};
+
+// One executor per device (the device's only one is then the contended
+// resource) and a hook that can hold it.
+class OneExecutorTest : public ::testing::Test {
+ protected:
+  OneExecutorTest() {
+    devices_ = *Devices::Create(2, 64 << 20, /*executors=*/1);
+    executor_ = std::make_unique<CommandExecutor>(devices_.get(), &op_runner_);
+    executor_->SetFaultHook(&hook_);
+    session_ = MakeTestSession(8, devices_.get(), executor_.get());
+  }
+  ~OneExecutorTest() override { session_->Close(); }
+
+  std::unique_ptr<StreamDriver> Driver(uint32_t slot) {
+    StreamSlot* shared = session_->stream_slot(slot);
+    return std::make_unique<StreamDriver>(shared, session_->ring_buffer(slot),
+                                          session_->limits().ring_bytes,
+                                          devices_->doorbell(shared->device));
+  }
+  uint64_t Alloc(uint64_t bytes) { return *session_->Allocate(0, bytes); }
+  void Upload(StreamDriver& stream, uint64_t address,
+              const std::vector<float>& values) {
+    std::memcpy(session_->staging(), values.data(), values.size() * 4);
+    ASSERT_EQ(stream.Run(H2D(0, address, values.size() * 4)), std::nullopt);
+  }
+  std::vector<float> Download(StreamDriver& stream, uint64_t address,
+                              size_t count) {
+    std::vector<float> values(count);
+    EXPECT_EQ(stream.Run(D2H(address, 0, count * 4)), std::nullopt);
+    std::memcpy(values.data(), session_->staging(), count * 4);
+    return values;
+  }
+
+  std::unique_ptr<Devices> devices_;
+  AtenOpRunner op_runner_;
+  HoldingHook hook_;
+  std::unique_ptr<CommandExecutor> executor_;
+  std::unique_ptr<Session> session_;
+};
+
+TEST_F(OneExecutorTest, TheDeviceHasTheConfiguredExecutors) {
+  EXPECT_EQ(devices_->multiprocessors(), 1);
+  EXPECT_EQ(devices_->scheduler(0).executors(), 1);
+  EXPECT_EQ(devices_->scheduler(0).threads(), 1);
+  // Streams are runners, not threads.
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(session_->CreateStream(0, 0).ok());
+  EXPECT_EQ(devices_->scheduler(0).threads(), 1);
 }
 
-TEST(ExecutionGateTest, SlotsRunConcurrentlyAndStopEndsAWait) {
-  ExecutionGate gate(2);
-  const std::atomic<bool> never{false};
-  ASSERT_TRUE(gate.Acquire(0, &never));
-  ASSERT_TRUE(gate.Acquire(0, &never));  // two slots: no wait
-  std::atomic<bool> stop{false};
-  std::atomic<bool> acquired{true};
-  std::thread waiter([&] { acquired = gate.Acquire(-1, &stop); });
-  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 1; }));
-  stop = true;
-  gate.Wake();
-  waiter.join();
-  EXPECT_FALSE(acquired);
-  EXPECT_EQ(gate.waiting(), 0);
-  gate.Release();
-  gate.Release();
-}
-
-// With every execution slot of device 0 taken, a kernel submitted later on
-// a high-priority stream runs before one already waiting on a low-priority
+// With the device's only executor busy, a kernel submitted later on a
+// high-priority stream runs before one submitted earlier on a low-priority
 // stream. The two kernels do not commute (x + 1 vs x * 2), so the result
 // shows their order.
-TEST_F(StreamExecutionTest, HighPriorityKernelsAreAdmittedFirst) {
+TEST_F(OneExecutorTest, AHighPriorityStreamRunsBeforeAnEarlierLowPriorityOne) {
+  auto stream0 = Driver(0);
   const uint64_t x = Alloc(16), ones = Alloc(16), twos = Alloc(16);
-  Upload(x, std::vector<float>{1, 2, 3, 4});
-  Upload(ones, std::vector<float>{1, 1, 1, 1});
-  Upload(twos, std::vector<float>{2, 2, 2, 2});
-  const uint32_t low_slot = *session_->CreateStream(0, 0);
-  const uint32_t high_slot = *session_->CreateStream(0, -1);
-  auto low = Driver(low_slot);
-  auto high = Driver(high_slot);
-  ExecutionGate& gate = devices_->gate(0);
-  const std::atomic<bool> never{false};
-  for (int i = 0; i < gate.slots(); ++i) ASSERT_TRUE(gate.Acquire(0, &never));
+  Upload(*stream0, x, {1, 2, 3, 4});
+  Upload(*stream0, ones, {1, 1, 1, 1});
+  Upload(*stream0, twos, {2, 2, 2, 2});
+  auto low = Driver(*session_->CreateStream(0, 0));
+  auto high = Driver(*session_->CreateStream(0, -1));
+  const uint64_t held = stream0->Submit(HoldCommand(Alloc(16)));
+  hook_.WaitUntilHeld();
   const uint64_t low_done = low->Submit(LaunchCommand(
       "aten::add_", "Tensor",
       {TensorArg(TensorAt(x, {4})), TensorArg(TensorAt(ones, {4}))},
       {TensorAt(x, {4})}));
-  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 1; }));
-  // Copies and memsets need no slot: they pass the full gate.
-  EXPECT_EQ(high->Run(MemsetCommand(Alloc(16), 0, 16)), std::nullopt);
   const uint64_t high_done = high->Submit(LaunchCommand(
       "aten::mul_", "Tensor",
       {TensorArg(TensorAt(x, {4})), TensorArg(TensorAt(twos, {4}))},
       {TensorAt(x, {4})}));
-  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 2; }));
+  absl::SleepFor(absl::Milliseconds(20));
   EXPECT_LT(low->slot()->completed.Load(), low_done);
-  gate.Release();  // one free slot: both kernels run in it, one by one
+  EXPECT_LT(high->slot()->completed.Load(), high_done);
+  hook_.Release();
+  ASSERT_TRUE(stream0->WaitFor(held));
   ASSERT_TRUE(high->WaitFor(high_done));
   ASSERT_TRUE(low->WaitFor(low_done));
-  for (int i = 1; i < gate.slots(); ++i) gate.Release();
   EXPECT_EQ(low->TakeError(), std::nullopt);
   EXPECT_EQ(high->TakeError(), std::nullopt);
-  EXPECT_EQ(Download<float>(x, 4), (std::vector<float>{3, 5, 7, 9}));
+  EXPECT_EQ(Download(*stream0, x, 4), (std::vector<float>{3, 5, 7, 9}));
 }
 
-// A stream stopped while its kernel waits for a slot does not hang the
-// session's close.
-TEST_F(StreamExecutionTest, CloseStopsAStreamWaitingForASlot) {
+// A stream that waits for a command another stream of the same device has
+// not even received yet: with one executor, the waiting stream must not
+// keep the awaited one from running (managed blocking).
+TEST_F(OneExecutorTest, AWaitForAnotherStreamsLaterWorkDoesNotDeadlock) {
+  auto stream0 = Driver(0);
+  const uint64_t x = Alloc(16);
+  Upload(*stream0, x, {0, 0, 0, 0});
+  auto waiter = Driver(*session_->CreateStream(0, 0));
+  const uint64_t awaited = stream0->last_submitted() + 2;
+  waiter->Submit(WaitCommand(0, awaited));
+  const uint64_t after_wait = waiter->Submit(MemsetCommand(x, 7, 4));
+  absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_LT(waiter->slot()->completed.Load(), after_wait);
+  stream0->Submit(MemsetCommand(x + 4, 1, 4));
+  stream0->Submit(MemsetCommand(x + 8, 2, 4));
+  ASSERT_TRUE(waiter->WaitFor(after_wait, absl::Seconds(10)));
+  EXPECT_EQ(waiter->TakeError(), std::nullopt);
+  EXPECT_EQ(stream0->slot()->completed.Load(), awaited);
+  // The spare thread that stood in for the blocked executor goes away.
+  EXPECT_TRUE(
+      Eventually([&] { return devices_->scheduler(0).threads() == 1; }));
+}
+
+// Streams stopped while queued behind a busy executor do not hang Close.
+TEST_F(OneExecutorTest, CloseStopsStreamsQueuedBehindABusyExecutor) {
+  auto stream0 = Driver(0);
   const uint64_t a = Alloc(16);
-  const uint32_t slot = *session_->CreateStream(0, 0);
-  auto stream = Driver(slot);
-  ExecutionGate& gate = devices_->gate(0);
-  const std::atomic<bool> never{false};
-  for (int i = 0; i < gate.slots(); ++i) ASSERT_TRUE(gate.Acquire(0, &never));
-  stream->Submit(LaunchCommand("aten::neg_", "", {TensorArg(TensorAt(a, {4}))},
-                               {TensorAt(a, {4})}));
-  ASSERT_TRUE(Eventually([&] { return gate.waiting() == 1; }));
-  session_->Close();
-  EXPECT_EQ(gate.waiting(), 0);
-  for (int i = 0; i < gate.slots(); ++i) gate.Release();
+  auto other = Driver(*session_->CreateStream(0, 0));
+  stream0->Submit(HoldCommand(a));
+  hook_.WaitUntilHeld();
+  for (int i = 0; i < 10; ++i) other->Submit(MemsetCommand(a, i, 16));
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    hook_.Release();
+  });
+  session_->Close();  // waits for the held command, runs nothing more
+  release.join();
+  EXPECT_LT(other->slot()->completed.Load(), 10u);
+  EXPECT_FALSE(session_->IsStreamAlive(0));
+  EXPECT_EQ(devices_->scheduler(0).runners(), 0u);
 }
 
 }  // namespace

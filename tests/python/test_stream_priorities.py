@@ -1,12 +1,12 @@
-"""Stream priorities and the daemon's execution gate, stream pools, device
+"""Stream priorities and the daemon's executor pool, stream pools, device
 capability.
 
-The module's daemon has one execution slot per device
-(OPENREG_MULTIPROCESSORS=1), so a single long kernel saturates a device and
-the order in which waiting kernels are admitted is visible. Order is shown
-by results and by comparing device timestamps, never by timing thresholds:
-two kernels that do not commute (x + 1 and x * 2) on one tensor leave a
-value that says which ran first.
+The module's daemon has one executor per device (OPENREG_MULTIPROCESSORS=1,
+the default of --executors_per_device), so a single long kernel saturates a
+device and the order in which waiting streams get the executor is visible.
+Order is shown by results, device timestamps and stream states, never by
+timing thresholds: two kernels that do not commute (x + 1 and x * 2) on one
+tensor leave a value that says which ran first.
 """
 
 import os
@@ -42,7 +42,7 @@ def teardown_module():
 
 
 def _block(stream, matmuls=2):
-    """Occupies the device's only execution slot with long kernels on
+    """Occupies the device's only executor with long kernels on
     `stream` (its first queued kernel is already a long one); returns an
     event recorded after them."""
     return busy(stream, matmuls, wait_until_started=True)[1]
@@ -69,11 +69,6 @@ def _stamp(stream):
     return stream.record_event(torch.openreg.Event(enable_timing=True))
 
 
-def _before(a, b):
-    """Event `a` was reached before event `b` (device timestamps)."""
-    return a.elapsed_time(b) > 0
-
-
 def test_high_priority_kernel_overtakes_a_waiting_low_priority_kernel():
     blocker = torch.openreg.Stream(priority=0)
     low = torch.openreg.Stream(priority=0)
@@ -91,25 +86,23 @@ def test_high_priority_kernel_overtakes_a_waiting_low_priority_kernel():
         torch.openreg.synchronize()  # no cross-stream waits below
         with torch.openreg.stream(blocker):
             blocker_start = _stamp(blocker)
-            torch.mm(b, b, out=x)  # takes the only slot; overwrites x
-            blocker_end = _stamp(blocker)
-        # Once its worker has passed this stamp it goes straight on to the
-        # kernel: the others most likely arrive at the gate later.
+            torch.mm(b, b, out=x)  # takes the only executor; overwrites x
+        # Once the executor has passed this stamp it goes straight on to
+        # the kernel: the others most likely arrive while it runs.
         blocker_start.synchronize()
         with torch.openreg.stream(low):
-            low_arrival = _stamp(low)
-            x[0, :4].add_(1)  # submitted first, waits for the slot
+            x[0, :4].add_(1)  # submitted first
         with torch.openreg.stream(high):
-            high_arrival = _stamp(high)
             x[0, :4].mul_(2)  # submitted second, at a higher priority
+        # The kernel is the blocker's last command: while it has not
+        # finished, both others were submitted before the executor could
+        # pick its next stream, so the scheduler chose between them.
+        both_waited = not blocker.query()
         torch.openreg.synchronize()
         value = x[0, 0].item()
         # Conclusive when the blocker ran first (a kernel before it would
-        # be overwritten) and both others arrived before it ended: then
-        # both waited for the slot, and the gate chose between them.
-        conclusive = (value in (high_first, low_first)
-                      and _before(low_arrival, blocker_end)
-                      and _before(high_arrival, blocker_end))
+        # be overwritten) and both others waited for it.
+        conclusive = value in (high_first, low_first) and both_waited
         return conclusive, value == high_first
 
     # The first launch of each op signature is checked (the client waits
@@ -118,9 +111,8 @@ def test_high_priority_kernel_overtakes_a_waiting_low_priority_kernel():
     x[0, :4].mul_(2)
     torch.mm(b, b, out=x)
     torch.openreg.synchronize()
-    # Without priorities the earlier low-priority kernel would run first
-    # (in most attempts: the two workers race to the gate).
-    # A loaded host can delay the blocker's worker past the others' arrival;
+    # Without priorities the earlier low-priority kernel would run first.
+    # A loaded host can delay the blocker's kernel past the others' arrival;
     # such attempts are inconclusive and repeated.
     results = []
     for _ in range(40):
@@ -152,8 +144,8 @@ def test_high_priority_work_finishes_before_a_low_priority_queue_drains():
 
 
 def test_equal_priorities_take_turns_on_a_saturated_device():
-    # One slot, and stream A has a long queue: B's kernel, submitted later,
-    # is admitted at A's next kernel boundary instead of after A's queue.
+    # One executor, and stream A has a long queue: B's kernel, submitted
+    # later, runs at A's next command boundary instead of after A's queue.
     a = torch.openreg.Stream()
     b = torch.openreg.Stream()
 
@@ -171,15 +163,17 @@ def test_equal_priorities_take_turns_on_a_saturated_device():
     assert _observed(b_finished_first)
 
 
-def test_copies_and_waits_do_not_take_execution_slots():
+def test_copies_and_waits_do_not_wait_for_a_busy_streams_queue():
     blocker = torch.openreg.Stream()
     other = torch.openreg.Stream()
     waiter = torch.openreg.Stream()
 
     def copy_finished_while_blocked():
         blocked = _block(blocker, matmuls=3)
-        # A stream waiting for the blocker holds no slot, so the blocker's
-        # own later kernels are not starved by it.
+        # A stream waiting for the blocker gives its executor back while it
+        # waits (managed blocking), so the blocker's own later kernels are
+        # not starved by it; the copies get the executor at the blocker's
+        # next command boundary.
         waiter.wait_event(blocked)
         with torch.openreg.stream(waiter):
             after = torch.ones(10, device="openreg") * 5
@@ -197,8 +191,8 @@ def test_copies_and_waits_do_not_take_execution_slots():
     assert _observed(copy_finished_while_blocked)
 
 
-def test_devices_have_separate_gates():
-    # Device 1's slot is free while device 0's is taken.
+def test_devices_have_separate_executors():
+    # Device 1's executor is free while device 0's is busy.
     s0 = torch.openreg.Stream(0)
     s1 = torch.openreg.Stream(1)
 
@@ -267,7 +261,7 @@ def test_generic_torch_streams_share_the_pool():
 # ---- Device capability ------------------------------------------------------
 
 
-def test_multiprocessor_count_is_the_execution_slot_count():
+def test_multiprocessor_count_is_the_executor_count():
     # This module's daemon runs with OPENREG_MULTIPROCESSORS=1.
     for device in range(torch.openreg.device_count()):
         properties = torch.openreg.get_device_properties(device)

@@ -1,0 +1,133 @@
+"""Many client processes on one daemon: aggregate small-op throughput
+(torch.add of 1024 floats in a loop, a synchronize every 50 ops) with N =
+1, 2, 4, 8, 16, 32, 64 concurrent client processes, each N against the best
+aggregate at any smaller N (the issue's bar at 64: throughput >= 0.8x, so a
+time ratio <= 1.25x), and the daemon's thread count while 64 clients run
+(the bar: devices x executors + a small constant).
+
+Also the single client's per-op time against CPU eager, pipelined and as
+one synchronized call (latency).
+
+Clients are forked from a forkserver that imported torch (the import never
+touches the device), so 64 of them start in seconds; each attaches,
+warms up, then runs the measured rounds in step with the others.
+"""
+
+import os
+import time
+
+import multiprocessing as mp
+
+from timing import compare, single_call
+
+CLIENT_COUNTS = (1, 2, 4, 8, 16, 32, 64)
+SYNC_EVERY = 50
+
+
+def _client(attach, start, results, rounds, seconds):
+    import torch
+
+    # One attach at a time: 64 processes connecting at once are a test of
+    # the attach path, not of execution.
+    with attach:
+        x = torch.randn(1024, device="openreg")
+        torch.add(x, x)  # the first launch of a signature is checked
+        torch.openreg.synchronize()
+    for _ in range(rounds):
+        start.wait()
+        ops = 0
+        began = time.perf_counter()
+        deadline = began + seconds
+        while time.perf_counter() < deadline:
+            for _ in range(SYNC_EVERY):
+                torch.add(x, x)
+            torch.openreg.synchronize()
+            ops += SYNC_EVERY
+        results.put((ops, time.perf_counter() - began))
+
+
+def _daemon_pid():
+    socket = os.environ.get("OPENREG_DAEMON_SOCKET", "")
+    try:
+        with open(socket + ".lock") as lock:
+            return int(lock.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _threads(pid):
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return -1
+
+
+def _aggregate(context, clients, rounds, seconds, pid):
+    """Best aggregate ops/s over `rounds`, and the most daemon threads seen
+    while the clients ran."""
+    attach = context.Lock()
+    start = context.Barrier(clients + 1)
+    results = context.Queue()
+    processes = [context.Process(target=_client,
+                                 args=(attach, start, results, rounds,
+                                       seconds))
+                 for _ in range(clients)]
+    for process in processes:
+        process.start()
+    best, most_threads = 0.0, 0
+    try:
+        for _ in range(rounds):
+            start.wait(timeout=300)
+            time.sleep(seconds / 2)
+            most_threads = max(most_threads, _threads(pid) if pid else -1)
+            samples = [results.get(timeout=300) for _ in range(clients)]
+            total = sum(ops for ops, _ in samples)
+            elapsed = max(took for _, took in samples)
+            best = max(best, total / elapsed)
+    finally:
+        for process in processes:
+            process.join(60)
+            if process.is_alive():
+                process.kill()
+    return best, most_threads
+
+
+def concurrent_clients(torch, scale):
+    rows = []
+    cpu = torch.randn(1024)
+    device = cpu.to("openreg")
+    repeats = int(2000 * scale) or 1
+    rows.append(("add 1024 floats, 1 client, per op", "CPU eager") + compare(
+        lambda: torch.add(cpu, cpu), lambda: torch.add(device, device),
+        repeats, rounds=10, device_sync=torch.openreg.synchronize))
+    rows.append(("add 1024 floats + synchronize (latency)", "CPU eager")
+                + compare(lambda: torch.add(cpu, cpu),
+                          lambda: torch.add(device, device),
+                          int(500 * scale) or 1, rounds=10,
+                          measure=single_call,
+                          device_sync=torch.openreg.synchronize))
+
+    pid = _daemon_pid()
+    idle_threads = _threads(pid) if pid else -1
+    context = mp.get_context("forkserver")
+    context.set_forkserver_preload(["torch"])
+    seconds = max(0.3, 1.5 * scale)
+    rounds = 2
+    best_smaller = 0.0
+    for clients in CLIENT_COUNTS:
+        aggregate, threads = _aggregate(context, clients, rounds, seconds, pid)
+        name = f"add 1024, {clients} clients, aggregate"
+        if clients == CLIENT_COUNTS[-1]:
+            name = f"add 1024, {clients} clients ({threads} daemon thr)"
+        if best_smaller > 0:
+            rows.append((name, "best fewer") + (1 / best_smaller,
+                                                1 / aggregate))
+        else:
+            rows.append((name, "itself") + (1 / aggregate, 1 / aggregate))
+        best_smaller = max(best_smaller, aggregate)
+    print(f"daemon threads: {idle_threads} before the clients, {threads} "
+          f"with {CLIENT_COUNTS[-1]} clients")
+    return rows
+
+
+SECTIONS = [concurrent_clients]
