@@ -10,15 +10,23 @@ namespace {
 
 inline void CpuRelax() { __builtin_ia32_pause(); }
 
-constexpr uint64_t kNobodyWaits = ~uint64_t{0};
+// wake_at when no sleeper has published a target (as zero-filled memory
+// is created). Targets are >= 1: a wait for 0 is done before it sleeps.
+constexpr uint64_t kNobodyWaits = 0;
 
-// Lowers counter->wake_at to `target` unless it is lower already.
+// Lowers counter->wake_at to `target` unless a lower target is published.
 void PublishTarget(WaitableCounter* counter, uint64_t target) {
   uint64_t current = counter->wake_at.load(std::memory_order_seq_cst);
-  while (target < current &&
+  while ((current == kNobodyWaits || target < current) &&
          !counter->wake_at.compare_exchange_weak(current, target,
                                                  std::memory_order_seq_cst)) {
   }
+}
+
+// Whether wake_at still covers a sleeper waiting for `target`.
+bool TargetPublished(const WaitableCounter* counter, uint64_t target) {
+  const uint64_t current = counter->wake_at.load(std::memory_order_seq_cst);
+  return current != kNobodyWaits && current <= target;
 }
 
 // Waits until `done()` holds; `target` is the lowest value that can make it
@@ -42,7 +50,7 @@ bool WaitUntil(WaitableCounter* counter, uint64_t target, Done done,
     counter->sleepers.fetch_add(1, std::memory_order_seq_cst);
     PublishTarget(counter, target);
     const uint32_t word = counter->futex_word.load(std::memory_order_seq_cst);
-    if (counter->wake_at.load(std::memory_order_seq_cst) > target) {
+    if (!TargetPublished(counter, target)) {
       // An advance reset it meanwhile: publish again.
       counter->sleepers.fetch_sub(1, std::memory_order_seq_cst);
       continue;
@@ -73,8 +81,9 @@ bool WaitUntil(WaitableCounter* counter, uint64_t target, Done done,
 
 void WaitableCounter::Advance(uint64_t new_value) {
   value.store(new_value, std::memory_order_seq_cst);
-  if (sleepers.load(std::memory_order_seq_cst) != 0 &&
-      new_value >= wake_at.load(std::memory_order_seq_cst)) {
+  if (sleepers.load(std::memory_order_seq_cst) == 0) return;
+  const uint64_t target = wake_at.load(std::memory_order_seq_cst);
+  if (target != kNobodyWaits && new_value >= target) {
     wake_at.store(kNobodyWaits, std::memory_order_seq_cst);
     WakeAll();
   }

@@ -16,12 +16,16 @@ namespace openreg {
 
 // Lives in shared memory: trivially constructible, zero-initialized by the
 // segment's creator, no pointers.
+// How long a wait spins before it sleeps, unless told otherwise: about the
+// time a small command takes, so that a short wait costs no futex sleep.
+inline constexpr absl::Duration kDefaultWaitSpin = absl::Microseconds(20);
+
 struct alignas(64) WaitableCounter {
   std::atomic<uint64_t> value;
   std::atomic<uint32_t> futex_word;  // bumped on an advance with sleepers
   std::atomic<uint32_t> sleepers;
-  // The lowest value a sleeper waits for (0, as created: any). An advance
-  // that reaches it resets it to the maximum and wakes every sleeper; those
+  // The lowest value a sleeper waits for; 0 (as created) when none. An
+  // advance that reaches it resets it to 0 and wakes every sleeper; those
   // still short of their value publish it again before sleeping.
   std::atomic<uint64_t> wake_at;
 
@@ -34,11 +38,11 @@ struct alignas(64) WaitableCounter {
   // the wait. Returns whether the target was reached. Spins for `spin`
   // first (0 to sleep at once).
   bool WaitForAtLeast(uint64_t target, absl::Duration timeout,
-                      absl::Duration spin = absl::Microseconds(20));
+                      absl::Duration spin = kDefaultWaitSpin);
 
   // Waits until value != observed or `timeout` passes.
   bool WaitForChange(uint64_t observed, absl::Duration timeout,
-                     absl::Duration spin = absl::Microseconds(20));
+                     absl::Duration spin = kDefaultWaitSpin);
 
   // Wakes sleepers without changing the value (used to stop waiters).
   void WakeAll();

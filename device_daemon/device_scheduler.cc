@@ -106,6 +106,8 @@ void DeviceScheduler::UpdateBestLocked() {
     }
   }
   best_ready_.store(best, std::memory_order_release);
+  doorbell_->queued_streams.store(static_cast<uint32_t>(ready_count_),
+                                  std::memory_order_relaxed);
 }
 
 void DeviceScheduler::QueueLocked(Runner* runner, Entry& entry) {

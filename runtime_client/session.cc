@@ -181,10 +181,8 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
   stream.last_submitted.store(sequence, std::memory_order_release);
   // The ring's tail is published (seq_cst); a stream the daemon parked
   // needs its device's doorbell (data_plane/doorbell.h).
-  if (ClaimParked(&stream.shared->parked)) {
-    RingDoorbell(&static_cast<DoorbellPage*>(connection_.doorbells.data())
-                      ->devices[stream.device.load(std::memory_order_relaxed)]);
-  }
+  if (ClaimParked(&stream.shared->parked))
+    RingDoorbell(&DeviceDoorbell(stream));
   return sequence;
 }
 
@@ -235,6 +233,11 @@ absl::Status Session::WaitForWaiters(StreamContext& stream) {
   return absl::OkStatus();
 }
 
+Doorbell& Session::DeviceDoorbell(const StreamContext& stream) const {
+  return static_cast<DoorbellPage*>(connection_.doorbells.data())
+      ->devices[stream.device.load(std::memory_order_relaxed)];
+}
+
 absl::Status Session::WaitForCompletion(StreamContext& stream,
                                         uint64_t sequence) {
   WaitableCounter& completed = stream.shared->completed;
@@ -243,7 +246,12 @@ absl::Status Session::WaitForCompletion(StreamContext& stream,
   while (completed.Load() < sequence) {
     if (IsFaulted(stream)) return TakeStreamError(stream);
     const absl::Duration left = deadline - absl::Now();
-    if (completed.WaitForAtLeast(sequence, std::min(kWaitSlice, left))) break;
+    const absl::Duration spin = ShouldSpinBeforeSleeping(DeviceDoorbell(stream))
+                                    ? kDefaultWaitSpin
+                                    : absl::ZeroDuration();
+    if (completed.WaitForAtLeast(sequence, std::min(kWaitSlice, left), spin)) {
+      break;
+    }
     if (absl::Now() >= deadline) {
       return SyncTimeoutError(
           stream, absl::StrCat("was waited on for command ", sequence),

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "data_plane/doorbell.h"
 #include "data_plane/session_layout.h"
 #include "openreg/runtime.h"
 #include "protos/commands.pb.h"
@@ -111,6 +112,8 @@ class Session {
   // the daemon dies, or with the stream's error when it is faulted.
   // Gives up with kSyncTimeout after SyncTimeout() (sync_timeout.h).
   absl::Status WaitForCompletion(StreamContext& stream, uint64_t sequence);
+  // The doorbell of the stream's device in the daemon's doorbell page.
+  Doorbell& DeviceDoorbell(const StreamContext& stream) const;
   // Reports (and clears) the first unreported error of `stream`: the
   // recorded code (kKernelFailure when unknown) with "openreg: <op> failed
   // on openreg:<device>: <message>". A faulted stream always reports.

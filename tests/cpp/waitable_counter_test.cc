@@ -54,6 +54,50 @@ TEST(WaitableCounterTest, SleepingWaiterWakesOnAdvanceFromAnotherThread) {
   EXPECT_EQ(counter->sleepers.load(), 0u);
 }
 
+TEST(WaitableCounterTest, AdvancesShortOfTheSleepersTargetCostNoWake) {
+  auto counter = MakeCounter();
+  std::thread waiter([&] {
+    EXPECT_TRUE(
+        counter->WaitForAtLeast(50, absl::Seconds(10), absl::ZeroDuration()));
+  });
+  while (counter->wake_at.load() != 50) std::this_thread::yield();
+  const uint32_t word = counter->futex_word.load();
+  for (uint64_t value = 1; value < 50; ++value) counter->Advance(value);
+  // Nobody was woken for commands the waiter does not wait for.
+  EXPECT_EQ(counter->futex_word.load(), word);
+  counter->Advance(50);
+  waiter.join();
+  EXPECT_NE(counter->futex_word.load(), word);
+  EXPECT_EQ(counter->sleepers.load(), 0u);
+}
+
+TEST(WaitableCounterTest, SleeperWithALaterTargetSleepsOnAfterAnEarlierWakes) {
+  auto counter = MakeCounter();
+  std::atomic<bool> early_done{false};
+  std::atomic<bool> late_done{false};
+  std::thread late([&] {
+    EXPECT_TRUE(
+        counter->WaitForAtLeast(20, absl::Seconds(10), absl::ZeroDuration()));
+    late_done = true;
+  });
+  while (counter->wake_at.load() != 20) std::this_thread::yield();
+  std::thread early([&] {
+    EXPECT_TRUE(
+        counter->WaitForAtLeast(10, absl::Seconds(10), absl::ZeroDuration()));
+    early_done = true;
+  });
+  while (counter->wake_at.load() != 10) std::this_thread::yield();
+  counter->Advance(10);
+  early.join();
+  EXPECT_TRUE(early_done.load());
+  // The later sleeper woke too, found 10 < 20 and published 20 again.
+  while (counter->wake_at.load() != 20) std::this_thread::yield();
+  EXPECT_FALSE(late_done.load());
+  counter->Advance(20);
+  late.join();
+  EXPECT_TRUE(late_done.load());
+}
+
 TEST(WaitableCounterTest, ManyWaitersAllWake) {
   auto counter = MakeCounter();
   std::vector<std::thread> waiters;
