@@ -39,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "data_plane/command_ring.h"
+#include "data_plane/doorbell.h"
 #include "data_plane/error_codes.h"
 #include "data_plane/session_layout.h"
 #include "device_daemon/command_executor.h"
@@ -297,6 +298,16 @@ void Settle(const Stream& stream, const Session& session) {
   }
 }
 
+// Wakes the stream's executor as a client does after publishing
+// (data_plane/doorbell.h); without it a parked stream would wait for the
+// scheduler's periodic check (100 ms), which only costs time here. Stream
+// slot d is device d's default stream.
+void RingIfParked(const Stream& stream, const Session& session) {
+  if (ClaimParked(&session.stream_slot(stream.slot)->parked)) {
+    RingDoorbell(session.devices().doorbell(static_cast<int>(stream.slot)));
+  }
+}
+
 void Write(Stream& stream, const Session& session, const std::string& bytes) {
   if (bytes.size() > stream.writer->MaxPayload()) return;
   StreamSlot* slot = session.stream_slot(stream.slot);
@@ -306,7 +317,10 @@ void Write(Stream& stream, const Session& session, const std::string& bytes) {
     if (Faulted(slot)) return;
     const absl::Status written =
         stream.writer->TryWrite(bytes.data(), bytes.size());
-    if (written.ok()) break;
+    if (written.ok()) {
+      RingIfParked(stream, session);
+      break;
+    }
     OPENREG_FUZZ_CHECK(absl::IsResourceExhausted(written), written.ToString());
     Settle(stream, session);
   }
@@ -352,6 +366,7 @@ void RunRecords(const uint8_t* data, size_t size, World& world) {
         std::memcpy(&tail, body.data(), std::min<size_t>(body.size(), 8));
         Settle(stream, session);  // the real records first
         slot->ring.tail.Advance(tail);
+        RingIfParked(stream, session);
         stream.broken = true;
         break;
       }
@@ -362,6 +377,7 @@ void RunRecords(const uint8_t* data, size_t size, World& world) {
         std::memcpy(session.ring_buffer(stream.slot) + tail % kRingBytes,
                     body.data(), kRecordHeaderBytes);
         slot->ring.tail.Advance(tail + kRecordHeaderBytes);
+        RingIfParked(stream, session);
         stream.broken = true;
       }
     }
