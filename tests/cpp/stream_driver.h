@@ -32,10 +32,11 @@ void PrintTo(const StreamErrorRecord& record, std::ostream* out);
 class StreamDriver {
  public:
   // `doorbell` is the stream's device's (data_plane/doorbell.h): rung after
-  // a command for a parked stream, as the runtime client does. Without it
-  // the daemon finds commands only at its periodic check (~100 ms).
+  // a command for a parked stream, as the runtime client does. Required:
+  // without it the daemon would find commands only at its periodic check
+  // (100 ms), which made tests slow rather than fail.
   StreamDriver(StreamSlot* slot, char* ring, uint64_t ring_bytes,
-               Doorbell* doorbell = nullptr);
+               Doorbell* doorbell);
 
   // Assigns the next sequence number, writes the command and returns the
   // sequence.
