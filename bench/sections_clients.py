@@ -7,10 +7,10 @@ time ratio <= 1.25x), and the daemon's thread count while 64 clients run
 
 Aggregate throughput is steady state: the ops completed while all N
 clients were running (from the last client's start to the first one's
-end; perf_counter is the system-wide monotonic clock), so that the ramp
-of 64 processes waking from a barrier on 2 cores is not counted. The same loop on CPU
-eager (N processes, one thread each) is the reference for what 64
-processes on this host cost without openreg: the OS alone loses some
+end; perf_counter is the system-wide monotonic clock), so that the ramp of
+64 processes waking from a barrier on 2 cores is not counted. The same
+loop on CPU eager (N processes, one thread each) is the reference for what
+64 processes on this host cost without openreg: the OS alone loses some
 throughput to switching between them.
 
 Also the single client's per-op time against CPU eager, pipelined and as
