@@ -79,7 +79,7 @@ def _aggregate(context, device, clients, rounds, seconds, pid):
     start = context.Barrier(clients + 1)
     results = context.Queue()
     processes = [context.Process(target=_client,
-                                                 args=(device, attach, start, results,
+                                 args=(device, attach, start, results,
                                        rounds, seconds))
                  for _ in range(clients)]
     for process in processes:
