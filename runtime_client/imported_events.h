@@ -1,6 +1,6 @@
 // Waits on events opened from another process's IPC handle. The exporter's
 // stream counters live in its own session segment, which this process
-// cannot map, so the daemon resolves them (device_daemon/ipc_event_wait.h):
+// cannot map, so the daemon resolves them (device_daemon/ipc/ipc_event_wait.h):
 // each wait captures the exporter's latest record (one round trip), then
 // waits on a stream (a WaitIpcEvent command) or on the host (long-polling
 // IpcEventWait calls).

@@ -1,4 +1,4 @@
-#include "device_daemon/arena_allocator.h"
+#include "device_daemon/memory/arena_allocator.h"
 
 #include <sys/resource.h>
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "data_plane/device_address.h"
-#include "device_daemon/errors.h"
+#include "device_daemon/base/errors.h"
 #include "gtest/gtest.h"
 
 namespace openreg::daemon {

@@ -1,4 +1,4 @@
-#include "device_daemon/byte_size.h"
+#include "device_daemon/base/byte_size.h"
 
 #include "gtest/gtest.h"
 

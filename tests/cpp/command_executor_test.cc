@@ -1,6 +1,6 @@
 // The command executor and sessions build and run without libtorch: op
 // launches reach an OpRunner interface, here a fake that records them.
-#include "device_daemon/command_executor.h"
+#include "device_daemon/execution/command_executor.h"
 
 #include <memory>
 #include <string>
@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "device_daemon/devices.h"
-#include "device_daemon/errors.h"
-#include "device_daemon/session.h"
+#include "device_daemon/base/errors.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/sessions/session.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
 #include "tests/cpp/test_sessions.h"

@@ -18,7 +18,7 @@
 
 namespace {
 
-constexpr char kBinary[] = "device_daemon/openreg-daemon";
+constexpr char kBinary[] = "device_daemon/server/openreg-daemon";
 
 struct Process {
   pid_t pid = -1;

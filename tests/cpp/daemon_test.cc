@@ -1,7 +1,7 @@
 // A whole daemon in-process: gRPC control plane on a unix socket, attach
 // socket with SO_PEERCRED and fd passing, and the data plane through the
 // segment mapped from the received fd — the same paths a client uses.
-#include "device_daemon/daemon.h"
+#include "device_daemon/server/daemon.h"
 
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -18,7 +18,7 @@
 #include "data_plane/session_layout.h"
 #include "data_plane/shared_memory.h"
 #include "data_plane/unix_socket.h"
-#include "device_daemon/aten_op_runner.h"
+#include "device_daemon/kernels/aten_op_runner.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "protos/control.grpc.pb.h"

@@ -2,7 +2,7 @@
 // libtorch), so that ThreadSanitizer sees every scheduler transition
 // (`make sanitize`): priorities, turns, parking and the doorbell, managed
 // blocking, finishing.
-#include "device_daemon/device_scheduler.h"
+#include "device_daemon/devices/device_scheduler.h"
 
 #include <algorithm>
 #include <atomic>
@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "data_plane/doorbell.h"
-#include "device_daemon/blocking_region.h"
+#include "device_daemon/devices/blocking_region.h"
 #include "gtest/gtest.h"
 
 namespace openreg::daemon {

@@ -1,7 +1,7 @@
-// The daemon's executor pool as a whole (device_daemon/device_scheduler.h):
-// its threads follow devices, not sessions or streams. Runs the real
-// daemon binary and attaches raw sessions to it, as resource_limits_test
-// does.
+// The daemon's executor pool as a whole
+// (device_daemon/devices/device_scheduler.h): its threads follow devices, not
+// sessions or streams. Runs the real daemon binary and attaches raw sessions to
+// it, as resource_limits_test does.
 #include <dirent.h>
 #include <unistd.h>
 

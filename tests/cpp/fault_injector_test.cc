@@ -1,7 +1,7 @@
 // The fault injector behind the executor's hook: triggers, scope,
 // determinism and what each model does to commands, sessions and devices.
 // Kernels are a fake runner that writes 1.0f into every output.
-#include "device_daemon/fault_injector.h"
+#include "device_daemon/faults/fault_injector.h"
 
 #include <unistd.h>
 
@@ -16,10 +16,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "data_plane/error_codes.h"
-#include "device_daemon/command_executor.h"
-#include "device_daemon/corruption.h"
-#include "device_daemon/devices.h"
-#include "device_daemon/session.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/execution/command_executor.h"
+#include "device_daemon/faults/corruption.h"
+#include "device_daemon/sessions/session.h"
 #include "fault_injection/fault_plan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

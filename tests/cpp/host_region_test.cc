@@ -11,11 +11,11 @@
 #include <numeric>
 #include <vector>
 
-#include "device_daemon/aten_op_runner.h"
-#include "device_daemon/command_executor.h"
-#include "device_daemon/devices.h"
-#include "device_daemon/errors.h"
-#include "device_daemon/session.h"
+#include "device_daemon/base/errors.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/execution/command_executor.h"
+#include "device_daemon/kernels/aten_op_runner.h"
+#include "device_daemon/sessions/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"

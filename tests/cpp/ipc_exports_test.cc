@@ -2,7 +2,7 @@
 // counting, interprocess event waits and hostile handles, on the daemon's
 // side (two sessions of one daemon, no stream workers: the tests move the
 // exporter's completion counters themselves).
-#include "device_daemon/ipc_exports.h"
+#include "device_daemon/ipc/ipc_exports.h"
 
 #include <cstring>
 #include <memory>
@@ -10,9 +10,9 @@
 
 #include "data_plane/error_codes.h"
 #include "data_plane/ipc_handle.h"
-#include "device_daemon/devices.h"
-#include "device_daemon/ipc_event_wait.h"
-#include "device_daemon/session.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/ipc/ipc_event_wait.h"
+#include "device_daemon/sessions/session.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/test_sessions.h"

@@ -1,6 +1,6 @@
 // The client's ATen settings on the wire (op_codec/kernel_settings.h) and
 // the daemon's gate that runs each kernel with exactly its launch's
-// settings (device_daemon/kernel_settings_gate.h).
+// settings (device_daemon/kernels/kernel_settings_gate.h).
 #include "op_codec/kernel_settings.h"
 
 #include <c10/core/DefaultDtype.h>
@@ -11,7 +11,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "data_plane/error_codes.h"
-#include "device_daemon/kernel_settings_gate.h"
+#include "device_daemon/kernels/kernel_settings_gate.h"
 #include "gtest/gtest.h"
 
 namespace openreg::daemon {

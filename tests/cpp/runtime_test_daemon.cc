@@ -59,11 +59,12 @@ std::string DaemonBinaryPath() {
   const char* srcdir = std::getenv("TEST_SRCDIR");
   if (srcdir != nullptr) {
     std::string path =
-        absl::StrCat(srcdir, "/openreg/device_daemon/openreg-daemon");
+        absl::StrCat(srcdir, "/openreg/device_daemon/server/openreg-daemon");
     if (access(path.c_str(), X_OK) == 0) return path;
   }
   // The test's working directory is the runfiles root of the workspace.
-  return std::filesystem::absolute("device_daemon/openreg-daemon").string();
+  return std::filesystem::absolute("device_daemon/server/openreg-daemon")
+      .string();
 }
 
 std::string MakeSocketDirectory() {

@@ -1,7 +1,7 @@
 // Session lifecycle and validation: the resource table, pointer and tensor
 // checks, streams, events and teardown. No stream threads run here (null
 // executor); stream_execution_test covers them.
-#include "device_daemon/session.h"
+#include "device_daemon/sessions/session.h"
 
 #include <unistd.h>
 
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "data_plane/device_address.h"
-#include "device_daemon/devices.h"
-#include "device_daemon/errors.h"
-#include "device_daemon/session_registry.h"
+#include "device_daemon/base/errors.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/sessions/session_registry.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/test_sessions.h"
 

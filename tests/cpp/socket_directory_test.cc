@@ -1,7 +1,7 @@
 // Socket folder squatting (issue 13, finding 1): the daemon refuses a
 // socket folder that another user owns or can write, and never follows a
 // symlink or removes anything but its own socket in it.
-#include "device_daemon/socket_directory.h"
+#include "device_daemon/server/socket_directory.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,7 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "device_daemon/instance_lock.h"
+#include "device_daemon/server/instance_lock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/runtime_test_daemon.h"

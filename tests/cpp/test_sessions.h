@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "device_daemon/command_executor.h"
-#include "device_daemon/devices.h"
-#include "device_daemon/session.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/execution/command_executor.h"
+#include "device_daemon/sessions/session.h"
 
 namespace openreg::daemon {
 

@@ -24,9 +24,9 @@
 #include "absl/strings/str_cat.h"
 #include "data_plane/error_codes.h"
 #include "data_plane/ipc_handle.h"
-#include "device_daemon/devices.h"
-#include "device_daemon/ipc_exports.h"
-#include "device_daemon/session.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/ipc/ipc_exports.h"
+#include "device_daemon/sessions/session.h"
 #include "tests/fuzz/allocation_limit.h"
 #include "tests/fuzz/fuzz_target.h"
 

@@ -152,7 +152,7 @@ def test_cnn_dropout_trains_on_device():
 
 # ATen runs PrivateUse1 LSTM/GRU cells through the CUDA-only fused ops
 # (_thnn_fused_lstm_cell, _thnn_fused_gru_cell and their backwards); the
-# daemon's built-in kernels (device_daemon/builtin_kernels.cc) run them.
+# daemon's built-in kernels (device_daemon/kernels/builtin_kernels.cc) run them.
 # Recurrent nets compare with SGD: Adam divides each gradient by its own
 # magnitude, which turns rounding-order differences in near-zero gradients
 # (the daemon's intra-op threads may sum in another order) into lr-sized

@@ -1,0 +1,172 @@
+// The executors of one emulated device: a fixed pool of threads that runs
+// the device's runnable streams ("runners"), so that the daemon's thread
+// count follows its devices, not its streams or clients.
+//
+// Contract:
+// - A runner is in exactly one state: queued (ready to run), running (on
+//   one executor), idle (parked: its ring was empty) or gone. It runs on at
+//   most one executor at a time, and every transition happens under the
+//   scheduler's mutex, so an idle runner is queued exactly once however
+//   many parties try to wake it.
+// - Ready runners are picked by priority (lower value first, as on CUDA),
+//   in FIFO order within a priority. A runner keeps its executor for a
+//   slice (Runner::RunSlice decides, asking HigherPriorityWaiting and
+//   OthersWaiting at command boundaries) and is queued at the back after
+//   it yields, so equal priorities take turns.
+// - Idle runners come back when a client rings the device's doorbell
+//   (data_plane/doorbell.h): an executor that sees the doorbell word change
+//   asks every idle runner WantsToRun(). Executors with nothing to run
+//   sleep on the doorbell word, with a timeout after which they look at
+//   idle runners' rings too (a client that forgot to ring costs latency,
+//   never a lost command).
+// - Managed blocking (blocking_region.h): a command about to wait (for
+//   another stream, an interprocess event, an injected hang) enters a
+//   BlockingRegion. While executors are blocked the scheduler keeps
+//   `executors` threads available to run other runners, starting spare
+//   threads if needed; spare threads exit once idle and not needed. Threads
+//   grow only with commands blocked at the same moment.
+// - A runner that returns kFinished is forgotten (the scheduler's reference
+//   dropped from its tables) before Runner::Finished() is called, so that
+//   an owner waiting for Finished() may destroy what the runner points to.
+#ifndef OPENREG_DEVICE_DAEMON_DEVICES_DEVICE_SCHEDULER_H_
+#define OPENREG_DEVICE_DAEMON_DEVICES_DEVICE_SCHEDULER_H_
+
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "data_plane/doorbell.h"
+#include "data_plane/stream_priority.h"
+
+namespace openreg::daemon {
+
+class DeviceScheduler {
+ public:
+  class Runner {
+   public:
+    enum class Outcome {
+      kYield,     // more to do: queue me again (at the back)
+      kParked,    // my ring was empty and I set my parked flag
+      kFinished,  // never run me again
+    };
+    virtual ~Runner() = default;
+    // In the clamped stream priority range (stream_priority.h).
+    virtual int priority() const = 0;
+    // Runs commands on the calling executor until the runner yields, parks
+    // or finishes.
+    virtual Outcome RunSlice(DeviceScheduler* scheduler) = 0;
+    // Asked under the scheduler's mutex about an idle runner: should it be
+    // queued? `housekeeping` is set on the periodic check, which should
+    // also look for work that arrived without a doorbell ring.
+    virtual bool WantsToRun(bool housekeeping) const = 0;
+    // Called once, on an executor, after the scheduler forgot the runner.
+    virtual void Finished() = 0;
+  };
+
+  // Starts `executors` (>= 1) threads for device `device`, which sleep on
+  // `doorbell` (not owned; must outlive the scheduler).
+  DeviceScheduler(int device, int executors, Doorbell* doorbell);
+  DeviceScheduler(const DeviceScheduler&) = delete;
+  DeviceScheduler& operator=(const DeviceScheduler&) = delete;
+  // Stops and joins every thread. Runners still registered are dropped
+  // without Finished(): owners stop theirs first (Session::Close).
+  ~DeviceScheduler();
+
+  // Registers `runner`, queued at once so that it looks at its ring.
+  void Add(std::shared_ptr<Runner> runner);
+  // Queues `runner` if it is idle (a stop or drain request); a running or
+  // queued runner will notice by itself.
+  void Wake(Runner* runner);
+
+  // For a runner between two commands, on an executor of this scheduler.
+  // A runner of higher priority (lower value) than `priority` is queued.
+  bool HigherPriorityWaiting(int priority);
+  // Any runner is queued.
+  bool OthersWaiting();
+  // Whether a runner whose ring is empty may spin (re-check its ring for a
+  // few microseconds) before it parks: only when nothing else is queued
+  // here and no more executors are awake, daemon-wide, than the host has
+  // cores.
+  bool MaySpin();
+
+  // Managed blocking; use BlockingRegion rather than these.
+  void EnterBlocking();
+  void LeaveBlocking();
+
+  // The scheduler whose executor is the calling thread, or null.
+  static DeviceScheduler* Current();
+  // How long a wait should spin before it sleeps: ~20 us while executors
+  // awake daemon-wide do not outnumber the cores, else 0 (spinning would
+  // only take a core from a thread with work).
+  static absl::Duration WaitSpin();
+
+  int device() const { return device_; }
+  int executors() const { return executors_; }
+  // Executor threads alive now, spares included (for tests and stats).
+  int threads() const;
+  // Runners registered now.
+  size_t runners() const;
+
+ private:
+  enum class State { kQueued, kRunning, kIdle };
+  struct Entry {
+    std::shared_ptr<Runner> runner;
+    State state = State::kQueued;
+  };
+
+  void ExecutorLoop();
+  void SpawnLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void ReapExitedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void QueueLocked(Runner* runner, Entry& entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  Runner* PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void UpdateBestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Queues idle runners that want to run, if the doorbell rang since the
+  // last scan (always with `housekeeping`).
+  void ScanLocked(bool housekeeping) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Without the lock: scans only when the doorbell word moved.
+  void ScanIfRung();
+  // Wakes one sleeping executor (there is queued work for it).
+  void WakeOneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool ExcessLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return threads_ - blocked_ > executors_;
+  }
+
+  const int device_;
+  const int executors_;
+  Doorbell* const doorbell_;
+
+  mutable absl::Mutex mutex_;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  std::unordered_map<Runner*, Entry> entries_ ABSL_GUARDED_BY(mutex_);
+  std::vector<Runner*> idle_ ABSL_GUARDED_BY(mutex_);
+  std::array<std::deque<Runner*>, kStreamPriorityLevels> ready_
+      ABSL_GUARDED_BY(mutex_);
+  size_t ready_count_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The best priority queued, INT_MAX when none: read without the lock at
+  // every command boundary.
+  std::atomic<int> best_ready_{INT_MAX};
+  // The doorbell word at the last scan of idle runners.
+  std::atomic<uint32_t> scanned_word_{0};
+
+  // Threads: alive, blocked in a BlockingRegion, asleep for lack of work.
+  int threads_ ABSL_GUARDED_BY(mutex_) = 0;
+  int blocked_ ABSL_GUARDED_BY(mutex_) = 0;
+  int sleeping_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::list<std::thread> thread_list_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::thread::id> exited_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_DEVICES_DEVICE_SCHEDULER_H_

@@ -1,0 +1,326 @@
+#include "device_daemon/execution/command_executor.h"
+
+#include <time.h>
+
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "device_daemon/base/errors.h"
+#include "device_daemon/devices/blocking_region.h"
+#include "device_daemon/execution/stream_worker.h"
+#include "device_daemon/ipc/ipc_event_wait.h"
+#include "device_daemon/sessions/session.h"
+
+namespace openreg::daemon {
+namespace {
+
+// Long waits are cut into slices of this length so that teardown is
+// noticed promptly.
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+
+uint64_t MonotonicNanoseconds() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull +
+         static_cast<uint64_t>(now.tv_nsec);
+}
+
+// The staging area is client-writable memory inside the segment; only its
+// bounds need checking.
+absl::StatusOr<char*> StagingRange(const Session& session, uint64_t offset,
+                                   uint64_t size) {
+  const uint64_t staging_bytes = session.limits().staging_bytes;
+  if (offset > staging_bytes || size > staging_bytes - offset) {
+    return InvalidValueError(
+        absl::StrCat("staging range [", offset, ", ", offset, " + ", size,
+                     ") is outside the ", staging_bytes, "-byte staging area"));
+  }
+  return session.staging() + offset;
+}
+
+// The host side of a copy: a pinned region the client registered (kept
+// mapped through `pinned` while the copy runs), or else staging.
+absl::StatusOr<char*> HostSide(const Session& session,
+                               const proto::HostRange* host,
+                               uint64_t staging_offset, uint64_t size,
+                               PinnedHostRange* pinned) {
+  if (host == nullptr) return StagingRange(session, staging_offset, size);
+  absl::StatusOr<PinnedHostRange> range =
+      session.PinHostRange(host->region(), host->offset(), size);
+  if (!range.ok()) return range.status();
+  *pinned = *std::move(range);
+  return pinned->data;
+}
+
+}  // namespace
+
+std::string CommandName(const proto::Command& command) {
+  switch (command.body_case()) {
+    case proto::Command::kLaunch: {
+      const proto::LaunchOp& launch = command.launch();
+      return launch.overload().empty()
+                 ? launch.name()
+                 : absl::StrCat(launch.name(), ".", launch.overload());
+    }
+    case proto::Command::kH2D:
+      return "copy_host_to_device";
+    case proto::Command::kD2H:
+      return "copy_device_to_host";
+    case proto::Command::kD2D:
+      return "copy_device_to_device";
+    case proto::Command::kMemset:
+      return "memset";
+    case proto::Command::kRecordEvent:
+      return "record_event";
+    case proto::Command::kWaitStream:
+      return "wait_stream";
+    case proto::Command::kWaitIpcEvent:
+      return "wait_ipc_event";
+    case proto::Command::kFree:
+      return "free";
+    case proto::Command::BODY_NOT_SET:
+      break;
+  }
+  return "command";
+}
+
+CommandExecutor::CommandExecutor(Devices* devices, OpRunner* op_runner)
+    : devices_(devices), op_runner_(op_runner), fault_hook_(&no_faults_) {}
+
+void CommandExecutor::SetFaultHook(FaultHook* hook) {
+  fault_hook_.store(hook != nullptr ? hook : &no_faults_,
+                    std::memory_order_release);
+}
+
+absl::Status CommandExecutor::Execute(const StreamContext& context,
+                                      const proto::Command& command) {
+  if (absl::Status sticky = context.session->StickyError(); !sticky.ok()) {
+    return sticky;
+  }
+  const DeviceHealth& health = devices_->health(context.device);
+  if (!health.usable()) return health.Check();
+  FaultHook* hook = fault_hook_.load(std::memory_order_acquire);
+  if (!hook->active()) return Dispatch(context, command, nullptr);
+  bool run_after = false;
+  absl::Status status = hook->BeforeCommand(context, command, &run_after);
+  if (!status.ok()) return status;
+  if (!run_after) return Dispatch(context, command, nullptr);
+  WrittenTensors written;
+  const absl::Time started = absl::Now();
+  status = Dispatch(context, command, &written);
+  hook->AfterCommand(context, command, written, absl::Now() - started, &status);
+  return status;
+}
+
+std::shared_ptr<RunningStream> CommandExecutor::StartStream(Session* session,
+                                                            uint32_t slot,
+                                                            int device) {
+  return StreamWorker::Start(session, slot, device, this);
+}
+
+absl::Status CommandExecutor::AdmitAllocation(Session& session, int device,
+                                              uint64_t size) {
+  const DeviceHealth& health = devices_->health(device);
+  if (!health.usable()) return health.Check();
+  FaultHook* hook = fault_hook_.load(std::memory_order_acquire);
+  if (!hook->active()) return absl::OkStatus();
+  return hook->BeforeAllocate(session, device, size);
+}
+
+void CommandExecutor::SessionClosed(uint64_t session_id) {
+  fault_hook_.load(std::memory_order_acquire)->SessionClosed(session_id);
+}
+
+absl::Status CommandExecutor::Dispatch(const StreamContext& context,
+                                       const proto::Command& command,
+                                       WrittenTensors* written) {
+  switch (command.body_case()) {
+    case proto::Command::kLaunch:
+      return Launch(context, command.launch(), command.sequence(), written);
+    case proto::Command::kH2D:
+      return CopyHostToDevice(context, command.h2d());
+    case proto::Command::kD2H:
+      return CopyDeviceToHost(context, command.d2h());
+    case proto::Command::kD2D:
+      return CopyDeviceToDevice(context, command.d2d());
+    case proto::Command::kMemset:
+      return Memset(context, command.memset());
+    case proto::Command::kRecordEvent:
+      return RecordEvent(context, command.record_event(), command.sequence());
+    case proto::Command::kWaitStream:
+      return WaitStream(context, command.wait_stream(), command.sequence());
+    case proto::Command::kWaitIpcEvent:
+      return WaitIpcEvent(context, command.wait_ipc_event());
+    case proto::Command::kFree:
+      return FreeMemory(context, command.free(), command.sequence());
+    case proto::Command::BODY_NOT_SET:
+      break;
+  }
+  return InvalidValueError("command has no body (unknown command type?)");
+}
+
+absl::Status CommandExecutor::CopyHostToDevice(
+    const StreamContext& context, const proto::CopyHostToDevice& copy) {
+  const Session& session = *context.session;
+  PinnedHostRange pinned_source;
+  absl::StatusOr<char*> source =
+      HostSide(session, copy.has_host() ? &copy.host() : nullptr,
+               copy.staging_offset(), copy.size(), &pinned_source);
+  if (!source.ok()) return source.status();
+  absl::StatusOr<PinnedRange> destination =
+      session.PinRange(copy.dst(), copy.size());
+  if (!destination.ok()) return destination.status();
+  if (copy.size() != 0) std::memcpy(destination->data, *source, copy.size());
+  devices_->counters(context.device).copies_executed.fetch_add(1);
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::CopyDeviceToHost(
+    const StreamContext& context, const proto::CopyDeviceToHost& copy) {
+  const Session& session = *context.session;
+  absl::StatusOr<PinnedRange> source =
+      session.PinRange(copy.src(), copy.size());
+  if (!source.ok()) return source.status();
+  PinnedHostRange pinned_destination;
+  absl::StatusOr<char*> destination =
+      HostSide(session, copy.has_host() ? &copy.host() : nullptr,
+               copy.staging_offset(), copy.size(), &pinned_destination);
+  if (!destination.ok()) return destination.status();
+  if (copy.size() != 0) std::memcpy(*destination, source->data, copy.size());
+  devices_->counters(context.device).copies_executed.fetch_add(1);
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::CopyDeviceToDevice(
+    const StreamContext& context, const proto::CopyDeviceToDevice& copy) {
+  absl::StatusOr<PinnedRange> source =
+      context.session->PinRange(copy.src(), copy.size());
+  if (!source.ok()) return source.status();
+  absl::StatusOr<PinnedRange> destination =
+      context.session->PinRange(copy.dst(), copy.size());
+  if (!destination.ok()) return destination.status();
+  // The ranges may overlap (a shift within one allocation).
+  if (copy.size() != 0) {
+    std::memmove(destination->data, source->data, copy.size());
+  }
+  devices_->counters(context.device).copies_executed.fetch_add(1);
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::Memset(const StreamContext& context,
+                                     const proto::Memset& set) {
+  absl::StatusOr<PinnedRange> destination =
+      context.session->PinRange(set.dst(), set.size());
+  if (!destination.ok()) return destination.status();
+  if (set.size() != 0) {
+    std::memset(destination->data, static_cast<unsigned char>(set.value()),
+                set.size());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::RecordEvent(const StreamContext& context,
+                                          const proto::RecordEvent& record,
+                                          uint64_t sequence) {
+  Session& session = *context.session;
+  if (record.event_slot() >= session.limits().max_events ||
+      !session.IsEventLive(record.event_slot())) {
+    return InvalidHandleError(absl::StrCat("event ", record.event_slot(),
+                                           " does not exist in this session"));
+  }
+  EventSlot* event = session.event_slot(record.event_slot());
+  event->stream_slot = context.slot_index;
+  event->timestamp_ns.store(MonotonicNanoseconds(), std::memory_order_relaxed);
+  // Published last: a reader that sees the sequence sees the timestamp.
+  event->recorded_sequence.store(sequence, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::WaitStream(const StreamContext& context,
+                                         const proto::WaitStream& wait,
+                                         uint64_t sequence) {
+  Session& session = *context.session;
+  const uint32_t target_slot = wait.stream_slot();
+  if (target_slot >= session.limits().max_streams ||
+      !session.IsStreamAlive(target_slot)) {
+    return InvalidHandleError(absl::StrCat(
+        "stream ", target_slot, " is not a live stream of this session"));
+  }
+  if (target_slot == context.slot_index) {
+    // Everything before this command has completed; anything later never
+    // would, since this stream is the one waiting.
+    if (wait.sequence() >= sequence) {
+      return InvalidValueError(absl::StrCat(
+          "stream ", target_slot, " cannot wait for its own command ",
+          wait.sequence(), " from command ", sequence));
+    }
+    return absl::OkStatus();
+  }
+  WaitableCounter& completed = session.stream_slot(target_slot)->completed;
+  // Entered only if the wait is real: the device keeps its other streams
+  // running meanwhile (the awaited one among them).
+  std::optional<BlockingRegion> blocking;
+  while (completed.Load() < wait.sequence()) {
+    if (!blocking.has_value()) blocking.emplace();
+    if (context.stop_requested()) {
+      return absl::CancelledError("stream stopped while waiting");
+    }
+    if (!session.IsStreamAlive(target_slot)) {
+      return MakeError(
+          proto::INVALID_HANDLE,
+          absl::StrCat("stream ", target_slot,
+                       " stopped (destroyed or faulted) before completing "
+                       "command ",
+                       wait.sequence()));
+    }
+    completed.WaitForAtLeast(wait.sequence(), kWaitSlice,
+                             DeviceScheduler::WaitSpin());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CommandExecutor::WaitIpcEvent(const StreamContext& context,
+                                           const proto::WaitIpcEvent& wait) {
+  absl::StatusOr<IpcEventSource> source =
+      context.session->ImportedEventSource(wait.event_slot());
+  if (!source.ok()) return source.status();
+  IpcEventPosition position;
+  position.stream_slot = wait.stream_slot();
+  position.sequence = wait.sequence();
+  position.generation = wait.generation();
+  return AwaitIpcEvent(*source, position, absl::InfiniteFuture(),
+                       [&context] { return context.stop_requested(); });
+}
+
+absl::Status CommandExecutor::FreeMemory(const StreamContext& context,
+                                         const proto::FreeMemory& free,
+                                         uint64_t sequence) {
+  for (const proto::WaitStream& fence : free.fences()) {
+    absl::Status waited = WaitStream(context, fence, sequence);
+    if (!waited.ok()) return waited;
+  }
+  return context.session->Free(free.address());
+}
+
+absl::Status CommandExecutor::Launch(const StreamContext& context,
+                                     const proto::LaunchOp& launch,
+                                     uint64_t sequence,
+                                     WrittenTensors* written) {
+  DeviceCounters& counters = devices_->counters(context.device);
+  if (op_runner_ == nullptr) {
+    return MakeError(proto::INTERNAL, "this daemon cannot run ops");
+  }
+  absl::Status status = op_runner_->Run(context, launch, sequence, written);
+  if (status.ok()) {
+    counters.kernels_executed.fetch_add(1);
+  } else {
+    counters.kernel_failures.fetch_add(1);
+  }
+  return status;
+}
+
+}  // namespace openreg::daemon

@@ -1,0 +1,37 @@
+// Runs one LaunchOp (an ATen op named in a ring command) on device memory.
+// An interface free of ATen so that the command executor and the sessions
+// build and test without libtorch (tests use a fake); the daemon's real
+// runner is AtenOpRunner (aten_op_runner.h).
+#ifndef OPENREG_DEVICE_DAEMON_EXECUTION_OP_RUNNER_H_
+#define OPENREG_DEVICE_DAEMON_EXECUTION_OP_RUNNER_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "device_daemon/execution/fault_hook.h"
+#include "device_daemon/execution/stream_context.h"
+#include "protos/commands.pb.h"
+
+namespace openreg::daemon {
+
+class OpRunner {
+ public:
+  virtual ~OpRunner() = default;
+
+  // Runs `op` on the stream `context` names and delivers its results:
+  //  - asynchronous launch: into the client-allocated `op.outputs`;
+  //  - synchronous launch: into memory allocated in the session, described
+  //    by an OpReply in the stream's reply area, with reply_sequence =
+  //    `sequence`.
+  // Unknown ops and bad arguments are INVALID_VALUE; failures of the
+  // kernel itself are KERNEL_FAILURE naming the op. Must not throw.
+  // On success, `written` (when not null) receives the device tensors the
+  // kernel wrote (outputs, in-place and out= arguments), for fault hooks.
+  virtual absl::Status Run(const StreamContext& context,
+                           const proto::LaunchOp& op, uint64_t sequence,
+                           WrittenTensors* written) = 0;
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_EXECUTION_OP_RUNNER_H_

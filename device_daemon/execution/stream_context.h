@@ -1,0 +1,30 @@
+// What a command needs to know about the stream it runs on.
+#ifndef OPENREG_DEVICE_DAEMON_EXECUTION_STREAM_CONTEXT_H_
+#define OPENREG_DEVICE_DAEMON_EXECUTION_STREAM_CONTEXT_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "data_plane/session_layout.h"
+
+namespace openreg::daemon {
+
+class Session;
+
+struct StreamContext {
+  Session* session = nullptr;
+  uint32_t slot_index = 0;
+  StreamSlot* slot = nullptr;  // in the session's segment
+  int device = 0;              // the stream's device (daemon's record)
+  // Set when the stream must stop (session teardown): long waits inside a
+  // command check it and give up.
+  const std::atomic<bool>* stop = nullptr;
+
+  bool stop_requested() const {
+    return stop != nullptr && stop->load(std::memory_order_acquire);
+  }
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_EXECUTION_STREAM_CONTEXT_H_

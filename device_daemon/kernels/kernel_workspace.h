@@ -1,0 +1,60 @@
+// A cap on the host memory one kernel may hold inside the daemon: its
+// temporaries, the storage its out= stand-ins grow into, the results of a
+// synchronous launch. Without it, one launch (say, with bogus output
+// shapes) could make the daemon allocate far more than any device holds
+// before the mismatch is reported.
+//
+// Install() wraps c10's CPU allocator once per process. While a
+// KernelWorkspace::Scope is alive on a thread, that thread's CPU
+// allocations count against the scope's limit until they are freed (even
+// after the scope ends); an allocation beyond the limit throws
+// c10::OutOfMemoryError, which reaches the client as
+// torch.OutOfMemoryError. Allocations of ATen's intra-op worker threads and
+// outside any scope are not counted.
+#ifndef OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_WORKSPACE_H_
+#define OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_WORKSPACE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+namespace openreg::daemon {
+
+class KernelWorkspace {
+ public:
+  // Makes the accounting allocator c10's CPU allocator. Idempotent.
+  static void Install();
+
+  // Bytes counted against a scope, shared with its allocations' deleters.
+  struct Budget {
+    uint64_t limit = 0;
+    // Named in the error; valid while the scope is (the only time
+    // allocate() reads them).
+    std::string_view op_name;
+    std::string_view op_overload;
+    std::atomic<uint64_t> live{0};
+    std::atomic<uint64_t> peak{0};
+  };
+
+  class Scope {
+   public:
+    // `limit_bytes` 0 = no limit (nothing is counted). The op's name and
+    // overload must outlive the scope.
+    Scope(uint64_t limit_bytes, std::string_view op_name,
+          std::string_view op_overload);
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+    ~Scope();
+
+    uint64_t peak_bytes() const;
+
+   private:
+    std::shared_ptr<Budget> budget_;
+    std::shared_ptr<Budget> outer_;  // restored at the end (nested scopes)
+  };
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_WORKSPACE_H_

@@ -1,0 +1,33 @@
+// Resolves a launch's (name, overload) to its dispatcher entry, once per
+// operator and stream worker thread, together with the operator's out=
+// variant: an asynchronous launch of a functional op whose outputs the
+// client already allocated runs the out= kernel straight into them instead
+// of letting the kernel allocate a result the daemon would then copy.
+//
+// Included by op_runner.cc only (it pulls in the dispatcher headers).
+#ifndef OPENREG_DEVICE_DAEMON_KERNELS_OP_TABLE_H_
+#define OPENREG_DEVICE_DAEMON_KERNELS_OP_TABLE_H_
+
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <optional>
+#include <string>
+
+namespace openreg::daemon {
+
+struct ResolvedOp {
+  c10::OperatorHandle handle;
+  // For a structured op's functional variant: the out= overload taking the
+  // same arguments followed by one out= tensor per return; else absent.
+  std::optional<c10::OperatorHandle> out_variant;
+};
+
+// nullptr when no operator has this name and overload. The entry lives
+// until the calling thread exits (operators are registered before the
+// daemon serves clients and never unregistered).
+const ResolvedOp* ResolveOp(const std::string& name,
+                            const std::string& overload);
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_KERNELS_OP_TABLE_H_

@@ -1,0 +1,119 @@
+// The gRPC control plane (DeviceDaemon in protos/control.proto): version
+// handshake, device properties, memory, streams, events, statistics and
+// fault injection (arming, the fault log, device reset, command profile)
+// and IPC memory handles.
+// Per-op traffic never comes here; it goes through the command rings.
+//
+// Errors travel in each reply's `status` field (ErrorCode + message); the
+// gRPC status stays OK so that clients have one error path.
+#ifndef OPENREG_DEVICE_DAEMON_SERVER_CONTROL_SERVICE_H_
+#define OPENREG_DEVICE_DAEMON_SERVER_CONTROL_SERVICE_H_
+
+#include <string>
+
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/faults/fault_injector.h"
+#include "device_daemon/ipc/ipc_exports.h"
+#include "device_daemon/sessions/session_registry.h"
+#include "protos/control.grpc.pb.h"
+
+namespace openreg::daemon {
+
+class ControlService final : public proto::DeviceDaemon::Service {
+ public:
+  // `devices`, `registry` and `faults` must outlive the service.
+  ControlService(Devices* devices, SessionRegistry* registry,
+                 FaultInjector* faults, IpcExports* exports,
+                 std::string attach_socket);
+
+  grpc::Status Handshake(grpc::ServerContext* context,
+                         const proto::HandshakeRequest* request,
+                         proto::HandshakeReply* reply) override;
+  grpc::Status Detach(grpc::ServerContext* context,
+                      const proto::DetachRequest* request,
+                      proto::DetachReply* reply) override;
+  grpc::Status GetDeviceProperties(
+      grpc::ServerContext* context,
+      const proto::GetDevicePropertiesRequest* request,
+      proto::GetDevicePropertiesReply* reply) override;
+  grpc::Status Allocate(grpc::ServerContext* context,
+                        const proto::AllocateRequest* request,
+                        proto::AllocateReply* reply) override;
+  grpc::Status CreateStream(grpc::ServerContext* context,
+                            const proto::CreateStreamRequest* request,
+                            proto::CreateStreamReply* reply) override;
+  grpc::Status DestroyStream(grpc::ServerContext* context,
+                             const proto::DestroyStreamRequest* request,
+                             proto::DestroyStreamReply* reply) override;
+  grpc::Status CreateEvent(grpc::ServerContext* context,
+                           const proto::CreateEventRequest* request,
+                           proto::CreateEventReply* reply) override;
+  grpc::Status DestroyEvent(grpc::ServerContext* context,
+                            const proto::DestroyEventRequest* request,
+                            proto::DestroyEventReply* reply) override;
+  grpc::Status GetStats(grpc::ServerContext* context,
+                        const proto::GetStatsRequest* request,
+                        proto::GetStatsReply* reply) override;
+  grpc::Status RegisterHostRegion(
+      grpc::ServerContext* context,
+      const proto::RegisterHostRegionRequest* request,
+      proto::RegisterHostRegionReply* reply) override;
+  grpc::Status UnregisterHostRegion(
+      grpc::ServerContext* context,
+      const proto::UnregisterHostRegionRequest* request,
+      proto::UnregisterHostRegionReply* reply) override;
+  grpc::Status IpcGetMemHandle(grpc::ServerContext* context,
+                               const proto::IpcGetMemHandleRequest* request,
+                               proto::IpcGetMemHandleReply* reply) override;
+  grpc::Status IpcOpenMemHandle(grpc::ServerContext* context,
+                                const proto::IpcOpenMemHandleRequest* request,
+                                proto::IpcOpenMemHandleReply* reply) override;
+  grpc::Status IpcCloseMemHandle(grpc::ServerContext* context,
+                                 const proto::IpcCloseMemHandleRequest* request,
+                                 proto::IpcCloseMemHandleReply* reply) override;
+  grpc::Status IpcImportCount(grpc::ServerContext* context,
+                              const proto::IpcImportCountRequest* request,
+                              proto::IpcImportCountReply* reply) override;
+  grpc::Status IpcGetEventHandle(grpc::ServerContext* context,
+                                 const proto::IpcGetEventHandleRequest* request,
+                                 proto::IpcGetEventHandleReply* reply) override;
+  grpc::Status IpcOpenEventHandle(
+      grpc::ServerContext* context,
+      const proto::IpcOpenEventHandleRequest* request,
+      proto::IpcOpenEventHandleReply* reply) override;
+  grpc::Status IpcEventCapture(grpc::ServerContext* context,
+                               const proto::IpcEventCaptureRequest* request,
+                               proto::IpcEventCaptureReply* reply) override;
+  grpc::Status IpcEventWait(grpc::ServerContext* context,
+                            const proto::IpcEventWaitRequest* request,
+                            proto::IpcEventWaitReply* reply) override;
+  grpc::Status ArmFaults(grpc::ServerContext* context,
+                         const proto::ArmFaultsRequest* request,
+                         proto::ArmFaultsReply* reply) override;
+  grpc::Status DisarmFaults(grpc::ServerContext* context,
+                            const proto::DisarmFaultsRequest* request,
+                            proto::DisarmFaultsReply* reply) override;
+  grpc::Status ListFaults(grpc::ServerContext* context,
+                          const proto::ListFaultsRequest* request,
+                          proto::ListFaultsReply* reply) override;
+  grpc::Status GetFaultLog(grpc::ServerContext* context,
+                           const proto::GetFaultLogRequest* request,
+                           proto::GetFaultLogReply* reply) override;
+  grpc::Status ResetDevice(grpc::ServerContext* context,
+                           const proto::ResetDeviceRequest* request,
+                           proto::ResetDeviceReply* reply) override;
+  grpc::Status GetCommandProfile(grpc::ServerContext* context,
+                                 const proto::GetCommandProfileRequest* request,
+                                 proto::GetCommandProfileReply* reply) override;
+
+ private:
+  Devices* const devices_;
+  SessionRegistry* const registry_;
+  FaultInjector* const faults_;
+  IpcExports* const exports_;
+  const std::string attach_socket_;
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_SERVER_CONTROL_SERVICE_H_

@@ -1,0 +1,315 @@
+// One attached client. A session owns its shared-memory segment and every
+// resource the client created (device memory, streams, events) in one
+// table, so that ending the session — detach, client exit or crash — frees
+// all of it and nothing else.
+//
+// Every pointer a client sends is checked here (ValidateRange /
+// ValidateTensor) against the allocations this session holds before the
+// daemon touches the memory behind it.
+//
+// The segment is writable by the client, so the daemon never trusts the
+// SessionHeader in it: slot and area pointers are computed from the
+// daemon's private copy of the layout (`layout()`), not via SessionView.
+#ifndef OPENREG_DEVICE_DAEMON_SESSIONS_SESSION_H_
+#define OPENREG_DEVICE_DAEMON_SESSIONS_SESSION_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "data_plane/session_layout.h"
+#include "data_plane/shared_memory.h"
+#include "data_plane/tensor_extent.h"
+#include "data_plane/unix_socket.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/memory/device_buffer.h"
+#include "device_daemon/memory/host_region.h"
+#include "device_daemon/sessions/stream_engine.h"
+#include "protos/commands.pb.h"
+
+namespace openreg::daemon {
+
+class Session;
+
+// An event opened from another session's IPC handle names the exporter's
+// event. The exporter's Session object is kept (not its memory: a closed
+// session has released that) so that its stream counters stay readable
+// after it ends; the reference is dropped when the importer destroys the
+// event or closes.
+struct IpcEventSource {
+  std::shared_ptr<const Session> exporter;
+  uint32_t event_slot = 0;
+  uint64_t serial = 0;  // which event of that slot (slots are reused)
+};
+
+struct ExportableEvent {
+  uint64_t serial = 0;
+  int device = 0;
+};
+
+struct SessionIdentity {
+  uint64_t id = 0;
+  uint64_t token = 0;  // secret: proves a control request comes from the client
+  PeerCredentials peer{};
+  std::string client_name;
+};
+
+// Device memory a command may use, kept alive (pinned) for as long as this
+// object exists even if the allocation is freed meanwhile.
+struct PinnedRange {
+  std::shared_ptr<DeviceBuffer> buffer;  // null for an empty range
+  char* data = nullptr;                  // first byte of the range
+};
+
+// Bytes of a pinned host region a command may use, kept mapped for as long
+// as this object exists even if the region is unregistered meanwhile.
+struct PinnedHostRange {
+  std::shared_ptr<HostRegion> region;  // null for an empty range
+  char* data = nullptr;
+};
+
+// Most host regions one session may register at a time.
+inline constexpr size_t kMaxHostRegionsPerSession = 4096;
+
+struct SessionStatsSnapshot {
+  uint64_t id = 0;
+  pid_t pid = 0;
+  uint64_t allocated_bytes = 0;
+  uint64_t imported_bytes = 0;
+  uint32_t streams = 0;
+  uint64_t commands_executed = 0;
+};
+
+class Session {
+ public:
+  // Creates the segment, writes its header and starts the default streams
+  // (slot i = device i). With a null `engine` no streams run (for
+  // tests of the resource table).
+  static absl::StatusOr<std::unique_ptr<Session>> Create(
+      SessionIdentity identity, Devices* devices, StreamEngine* engine,
+      const SessionLimits& limits = SessionLimits());
+
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session();
+
+  uint64_t id() const { return identity_.id; }
+  uint64_t token() const { return identity_.token; }
+  pid_t pid() const { return identity_.peer.pid; }
+  uid_t uid() const { return identity_.peer.uid; }
+  const std::string& client_name() const { return identity_.client_name; }
+  const SharedMemory& segment() const { return segment_; }
+  Devices& devices() const { return *devices_; }
+
+  // The daemon's trusted copy of the segment layout.
+  const SessionHeader& layout() const { return layout_; }
+  const SessionLimits& limits() const { return layout_.limits; }
+  StreamSlot* stream_slot(uint32_t slot) const;
+  EventSlot* event_slot(uint32_t slot) const;
+  char* ring_buffer(uint32_t slot) const;
+  char* reply_area(uint32_t slot) const;
+  char* staging() const;
+
+  // ---- Memory ----------------------------------------------------------
+  absl::StatusOr<uint64_t> Allocate(int device, uint64_t size);
+  // Removes an allocation from the table; the memory returns to the device
+  // once no command in flight still uses it. Errors say whether the pointer
+  // is unknown, interior, already freed or owned by another session.
+  absl::Status Free(uint64_t address);
+  // OK when [address, address + bytes) lies inside one allocation of this
+  // session. An empty range is always valid.
+  absl::Status ValidateRange(uint64_t address, uint64_t bytes) const;
+  absl::StatusOr<PinnedRange> PinRange(uint64_t address, uint64_t bytes) const;
+  // Checks a tensor's dtype, sizes, strides and device, then the bytes it
+  // spans (see tensor_extent.h).
+  absl::StatusOr<TensorExtent> ValidateTensor(
+      const proto::TensorRef& tensor) const;
+  // ValidateTensor + PinRange of its span. `extent` may be null.
+  absl::StatusOr<PinnedRange> PinTensor(const proto::TensorRef& tensor,
+                                        TensorExtent* extent = nullptr) const;
+  uint64_t allocated_bytes() const;
+
+  // ---- IPC (ipc_exports.h) -----------------------------------------------
+  // The allocation of this session containing `address`, for export: its
+  // buffer and the offset of `address` in it. Memory this session opened
+  // from a handle cannot be exported again.
+  absl::StatusOr<std::pair<std::shared_ptr<DeviceBuffer>, uint64_t>>
+  ExportableRange(uint64_t address) const;
+  // Grants this session `buffer` (opened from a handle) and returns the
+  // device address of `offset` in it. Opening the same range again returns
+  // the same address and counts one more open.
+  absl::StatusOr<uint64_t> OpenImported(std::shared_ptr<DeviceBuffer> buffer,
+                                        uint64_t offset);
+  // Undoes one OpenImported of `address`; the memory stays granted until
+  // every open of the buffer is closed.
+  absl::Status CloseImported(uint64_t address);
+  uint64_t imported_bytes() const;
+  // Opens not yet closed of imported addresses in [begin, end).
+  uint64_t CountOpenImports(uint64_t begin, uint64_t end) const;
+  // The session's live allocations (for faults in memory at rest).
+  std::vector<std::shared_ptr<DeviceBuffer>> Allocations() const;
+
+  // ---- Pinned host regions --------------------------------------------
+  // Maps the client's memfd `client_fd` (see host_region.h); returns the
+  // region id (never 0) copy commands use.
+  absl::StatusOr<uint32_t> RegisterHostRegion(int client_fd, uint64_t size);
+  // Forgets the region; commands already holding it finish first.
+  absl::Status UnregisterHostRegion(uint32_t region);
+  // OK when [offset, offset + bytes) lies inside registered `region`. An
+  // empty range is always valid.
+  absl::StatusOr<PinnedHostRange> PinHostRange(uint32_t region, uint64_t offset,
+                                               uint64_t bytes) const;
+  size_t host_region_count() const;
+
+  // ---- Streams ---------------------------------------------------------
+  // Takes a free slot >= device_count, resets it and starts its worker.
+  absl::StatusOr<uint32_t> CreateStream(int device, int priority);
+  // Runs the commands already in the stream's ring, then frees the slot.
+  // Default streams cannot be destroyed.
+  absl::Status DestroyStream(uint32_t slot);
+  // True while `slot` is a created stream whose worker still reads its
+  // ring (false once destroyed, faulted or the session closed).
+  bool IsStreamAlive(uint32_t slot) const;
+
+  // ---- Events ----------------------------------------------------------
+  // An `interprocess` event may be exported (ExportableEventAt); it cannot
+  // time, as in CUDA.
+  absl::StatusOr<uint32_t> CreateEvent(int device, bool enable_timing,
+                                       bool interprocess = false);
+  absl::Status DestroyEvent(uint32_t slot);
+  bool IsEventLive(uint32_t slot) const;
+
+  // ---- Interprocess events (ipc_exports.h, ipc_event_wait.h) ------------
+  // Interprocess event `slot` of this session, for export.
+  absl::StatusOr<ExportableEvent> ExportableEventAt(uint32_t slot) const;
+  // True while event `serial` lives in `slot`, and after Close() for the
+  // events that lived at the time.
+  bool HoldsEvent(uint32_t slot, uint64_t serial) const;
+  // Adds an event that names `source` (opened from a handle); returns its
+  // slot in this session.
+  absl::StatusOr<uint32_t> OpenImportedEvent(IpcEventSource source, int device);
+  // What event `slot`, opened from a handle, names.
+  absl::StatusOr<IpcEventSource> ImportedEventSource(uint32_t slot) const;
+  // How many times stream slot `slot` has been (re)started: a captured
+  // position on it is stale once this changes.
+  uint64_t StreamGeneration(uint32_t slot) const;
+
+  // ---- Sticky errors ----------------------------------------------------
+  // Makes `error` the session's sticky error (the first one wins): every
+  // later command and request fails with it, and the client sees it in the
+  // segment header and fails every later call at the call.
+  void MakeSticky(const absl::Status& error);
+  // OK, or the sticky error. One atomic load when there is none.
+  absl::Status StickyError() const;
+
+  // ---- Lifetime --------------------------------------------------------
+  // Stops every stream worker (waiting for the command each one runs),
+  // then frees all memory, streams and events. Idempotent; later requests
+  // fail with INVALID_HANDLE. The segment stays mapped until destruction.
+  void Close();
+  bool closed() const;
+  // True once Close() has stopped every stream: the completion counters
+  // are final.
+  bool streams_stopped() const {
+    return streams_stopped_.load(std::memory_order_acquire);
+  }
+
+  void CountCommand() {
+    commands_executed_.fetch_add(1, std::memory_order_relaxed);
+  }
+  SessionStatsSnapshot Stats() const;
+
+ private:
+  struct AllocationEntry {
+    std::shared_ptr<DeviceBuffer> buffer;
+    // Opened from another session's IPC handle: not this session's to
+    // free; `opens` counts the opens not yet closed.
+    bool imported = false;
+    uint32_t opens = 0;
+  };
+  struct StreamEntry {
+    int device = 0;
+    int priority = 0;
+    std::shared_ptr<RunningStream> worker;  // null without an engine
+    bool destroying = false;
+  };
+  struct EventEntry {
+    int device = 0;
+    bool enable_timing = false;
+    bool interprocess = false;
+    uint64_t serial = 0;
+    std::shared_ptr<const IpcEventSource> imported;  // null if local
+  };
+  // Everything the session owns.
+  struct ResourceTable {
+    std::map<uint64_t, AllocationEntry> allocations;               // by address
+    std::map<uint32_t, StreamEntry> streams;                       // by slot
+    std::map<uint32_t, EventEntry> events;                         // by slot
+    std::map<uint32_t, std::shared_ptr<HostRegion>> host_regions;  // by id
+    // Opens of imported memory: address handed out -> (buffer, opens).
+    std::map<uint64_t, std::pair<uint64_t, uint32_t>> imports;
+  };
+
+  Session(SessionIdentity identity, Devices* devices, StreamEngine* engine,
+          SharedMemory segment, const SessionHeader& layout);
+
+  absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  // Puts `entry` in a free event slot (assigning its serial).
+  absl::StatusOr<uint32_t> AddEventLocked(EventEntry entry)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // kInvalidDevice unless `device` is one of the daemon's devices.
+  absl::Status CheckDevice(int device) const;
+  // The allocation containing `address`, or null.
+  const AllocationEntry* FindContaining(uint64_t address) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  absl::Status DescribeBadPointer(uint64_t address) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  absl::StatusOr<PinnedRange> PinRangeLocked(uint64_t address,
+                                             uint64_t bytes) const
+      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
+  void RememberFreed(uint64_t address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Resets a stream slot's shared words and marks it active for `device`,
+  // then starts its worker.
+  void ActivateStream(uint32_t slot, int device, int priority)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const SessionIdentity identity_;
+  Devices* const devices_;
+  StreamEngine* const engine_;
+  SharedMemory segment_;
+  char* const base_;
+  const SessionHeader layout_;
+  std::atomic<uint64_t> commands_executed_{0};
+  std::atomic<bool> has_sticky_error_{false};
+  std::atomic<bool> streams_stopped_{false};
+  absl::Status sticky_error_ ABSL_GUARDED_BY(mutex_);
+
+  mutable absl::Mutex mutex_;
+  bool closed_ ABSL_GUARDED_BY(mutex_) = false;
+  ResourceTable table_ ABSL_GUARDED_BY(mutex_);
+  uint64_t allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t imported_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint32_t next_host_region_ ABSL_GUARDED_BY(mutex_) = 1;
+  uint64_t next_event_serial_ ABSL_GUARDED_BY(mutex_) = 1;
+  // The serial of every event live at Close() (HoldsEvent after close).
+  std::map<uint32_t, uint64_t> event_serials_at_close_ ABSL_GUARDED_BY(mutex_);
+  // Per stream slot, how many times ActivateStream started it.
+  std::vector<uint64_t> stream_generations_ ABSL_GUARDED_BY(mutex_);
+  // Recently freed addresses, to tell a double free from a wild pointer.
+  std::set<uint64_t> recently_freed_ ABSL_GUARDED_BY(mutex_);
+  std::deque<uint64_t> recently_freed_order_ ABSL_GUARDED_BY(mutex_);
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_SESSIONS_SESSION_H_
