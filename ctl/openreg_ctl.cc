@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "command_line/help_flag.h"
 #include "data_plane/error_codes.h"
 #include "data_plane/socket_path.h"
 #include "fault_injection/fault_plan.h"
@@ -229,12 +230,18 @@ int Stats(Stub& stub) {
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "openreg-ctl [--socket=PATH] [--json] COMMAND\n"
-      "  fault add PLAN_FILE | fault add --spec='JSON'\n"
-      "  fault list | fault clear [ID...] | fault log [--since=N]\n"
-      "  device reset N\n"
-      "  profile\n"
-      "  stats");
+      "Talks to a running openreg-daemon's control service.\n"
+      "Usage: openreg-ctl [--socket=PATH] [--json] COMMAND\n"
+      "Commands:\n"
+      "  fault add PLAN_FILE | fault add --spec='JSON'   arm faults\n"
+      "  fault list | fault clear [ID...]                armed faults\n"
+      "  fault log [--since=N]                           faults that fired\n"
+      "  device reset N                                  reset device N\n"
+      "  profile                                         command profile\n"
+      "  stats                                           daemon statistics\n"
+      "Exit status: 0 on success, 1 when the daemon refused the request, 2 "
+      "for a bad command line.");
+  command_line::ExitIfHelpRequested(argc, argv, {"ctl/"}, std::cout);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   args.erase(args.begin());  // the program name
   if (args.empty()) return Usage("no command");

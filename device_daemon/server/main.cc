@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <memory>
 
 #include "absl/flags/parse.h"
@@ -13,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "command_line/help_flag.h"
 #include "device_daemon/base/log.h"
 #include "device_daemon/kernels/aten_op_runner.h"
 #include "device_daemon/kernels/kernel_libraries.h"
@@ -25,6 +27,8 @@ int main(int argc, char** argv) {
       "Usage: openreg-daemon [--devices=N] [--memory_per_device=2GiB] "
       "[--socket=PATH] [--idle_exit_seconds=S] [--log_level=LEVEL] "
       "[--kernel_library=PATH ...]");
+  openreg::command_line::ExitIfHelpRequested(argc, argv, {"device_daemon/"},
+                                             std::cout);
   absl::ParseCommandLine(argc, argv);
   // Debian's Abseil is built without NDEBUG: deadlock detection would run
   // on every Mutex operation of the per-command path.
