@@ -1,24 +1,26 @@
-// One attached client. A session owns its shared-memory segment and every
-// resource the client created (device memory, streams, events) in one
-// table, so that ending the session — detach, client exit or crash — frees
-// all of it and nothing else.
+// One attached client: its identity, its shared-memory segment
+// (session_segment.h), its streams (run by the StreamEngine,
+// stream_engine.h) and its lifetime, composed of the tables of everything
+// else it created: allocation_table.h, import_table.h, host_region_table.h
+// and event_table.h. Ending the session — detach, client exit or crash —
+// frees all of it and nothing else.
 //
-// Every pointer a client sends is checked here (ValidateRange /
-// ValidateTensor) against the allocations this session holds before the
-// daemon touches the memory behind it.
+// One mutex, the session's, guards its open/closed state and all its
+// tables, so that each request sees the session whole: Close() empties
+// every table at once, no request adds to a table after it, and a pointer
+// check, an export or a free sees allocations and imports together.
 //
-// The segment is writable by the client, so the daemon never trusts the
-// SessionHeader in it: slot and area pointers are computed from the
-// daemon's private copy of the layout (`layout()`), not via SessionView.
+// Every pointer a client sends is checked (ValidateRange / ValidateTensor)
+// against the allocations this session holds before the daemon touches the
+// memory behind it. The segment is writable by the client, so the daemon
+// never trusts the SessionHeader in it (session_segment.h).
 #ifndef OPENREG_DEVICE_DAEMON_SESSIONS_SESSION_H_
 #define OPENREG_DEVICE_DAEMON_SESSIONS_SESSION_H_
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,29 +35,15 @@
 #include "data_plane/unix_socket.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/memory/device_buffer.h"
-#include "device_daemon/memory/host_region.h"
+#include "device_daemon/sessions/allocation_table.h"
+#include "device_daemon/sessions/event_table.h"
+#include "device_daemon/sessions/host_region_table.h"
+#include "device_daemon/sessions/import_table.h"
+#include "device_daemon/sessions/session_segment.h"
 #include "device_daemon/sessions/stream_engine.h"
 #include "protos/commands.pb.h"
 
 namespace openreg::daemon {
-
-class Session;
-
-// An event opened from another session's IPC handle names the exporter's
-// event. The exporter's Session object is kept (not its memory: a closed
-// session has released that) so that its stream counters stay readable
-// after it ends; the reference is dropped when the importer destroys the
-// event or closes.
-struct IpcEventSource {
-  std::shared_ptr<const Session> exporter;
-  uint32_t event_slot = 0;
-  uint64_t serial = 0;  // which event of that slot (slots are reused)
-};
-
-struct ExportableEvent {
-  uint64_t serial = 0;
-  int device = 0;
-};
 
 struct SessionIdentity {
   uint64_t id = 0;
@@ -63,23 +51,6 @@ struct SessionIdentity {
   PeerCredentials peer{};
   std::string client_name;
 };
-
-// Device memory a command may use, kept alive (pinned) for as long as this
-// object exists even if the allocation is freed meanwhile.
-struct PinnedRange {
-  std::shared_ptr<DeviceBuffer> buffer;  // null for an empty range
-  char* data = nullptr;                  // first byte of the range
-};
-
-// Bytes of a pinned host region a command may use, kept mapped for as long
-// as this object exists even if the region is unregistered meanwhile.
-struct PinnedHostRange {
-  std::shared_ptr<HostRegion> region;  // null for an empty range
-  char* data = nullptr;
-};
-
-// Most host regions one session may register at a time.
-inline constexpr size_t kMaxHostRegionsPerSession = 4096;
 
 struct SessionStatsSnapshot {
   uint64_t id = 0;
@@ -94,7 +65,7 @@ class Session {
  public:
   // Creates the segment, writes its header and starts the default streams
   // (slot i = device i). With a null `engine` no streams run (for
-  // tests of the resource table).
+  // tests of the tables).
   static absl::StatusOr<std::unique_ptr<Session>> Create(
       SessionIdentity identity, Devices* devices, StreamEngine* engine,
       const SessionLimits& limits = SessionLimits());
@@ -108,19 +79,28 @@ class Session {
   pid_t pid() const { return identity_.peer.pid; }
   uid_t uid() const { return identity_.peer.uid; }
   const std::string& client_name() const { return identity_.client_name; }
-  const SharedMemory& segment() const { return segment_; }
+  const SharedMemory& segment() const { return segment_.memory(); }
   Devices& devices() const { return *devices_; }
 
   // The daemon's trusted copy of the segment layout.
-  const SessionHeader& layout() const { return layout_; }
-  const SessionLimits& limits() const { return layout_.limits; }
-  StreamSlot* stream_slot(uint32_t slot) const;
-  EventSlot* event_slot(uint32_t slot) const;
-  char* ring_buffer(uint32_t slot) const;
-  char* reply_area(uint32_t slot) const;
-  char* staging() const;
+  const SessionHeader& layout() const { return segment_.layout(); }
+  const SessionLimits& limits() const { return segment_.layout().limits; }
+  StreamSlot* stream_slot(uint32_t slot) const {
+    return segment_.stream_slot(slot);
+  }
+  EventSlot* event_slot(uint32_t slot) const {
+    return segment_.event_slot(slot);
+  }
+  char* ring_buffer(uint32_t slot) const { return segment_.ring_buffer(slot); }
+  char* reply_area(uint32_t slot) const { return segment_.reply_area(slot); }
+  char* staging() const { return segment_.staging(); }
 
-  // ---- Memory ----------------------------------------------------------
+  // A request that can fail checks first the arguments that need no
+  // table, then that the session is open (INVALID_HANDLE once closed, the
+  // sticky error once there is one), then asks the table that owns it.
+
+  // ---- Memory (allocation_table.h) -------------------------------------
+  // Allocates on `device` after the StreamEngine admits it.
   absl::StatusOr<uint64_t> Allocate(int device, uint64_t size);
   // Removes an allocation from the table; the memory returns to the device
   // once no command in flight still uses it. Errors say whether the pointer
@@ -139,7 +119,7 @@ class Session {
                                         TensorExtent* extent = nullptr) const;
   uint64_t allocated_bytes() const;
 
-  // ---- IPC (ipc_exports.h) -----------------------------------------------
+  // ---- IPC memory (import_table.h, ipc_exports.h) -----------------------
   // The allocation of this session containing `address`, for export: its
   // buffer and the offset of `address` in it. Memory this session opened
   // from a handle cannot be exported again.
@@ -156,10 +136,11 @@ class Session {
   uint64_t imported_bytes() const;
   // Opens not yet closed of imported addresses in [begin, end).
   uint64_t CountOpenImports(uint64_t begin, uint64_t end) const;
-  // The session's live allocations (for faults in memory at rest).
+  // The session's live allocations, imported ones included (for faults in
+  // memory at rest). Also after Close() (then empty).
   std::vector<std::shared_ptr<DeviceBuffer>> Allocations() const;
 
-  // ---- Pinned host regions --------------------------------------------
+  // ---- Pinned host regions (host_region_table.h) ---------------------
   // Maps the client's memfd `client_fd` (see host_region.h); returns the
   // region id (never 0) copy commands use.
   absl::StatusOr<uint32_t> RegisterHostRegion(int client_fd, uint64_t size);
@@ -171,17 +152,21 @@ class Session {
                                                uint64_t bytes) const;
   size_t host_region_count() const;
 
-  // ---- Streams ---------------------------------------------------------
-  // Takes a free slot >= device_count, resets it and starts its worker.
+  // ---- Streams (run by the StreamEngine, stream_engine.h) -------------
+  // Takes a free slot >= device_count, resets it and has the engine start
+  // running it.
   absl::StatusOr<uint32_t> CreateStream(int device, int priority);
   // Runs the commands already in the stream's ring, then frees the slot.
   // Default streams cannot be destroyed.
   absl::Status DestroyStream(uint32_t slot);
-  // True while `slot` is a created stream whose worker still reads its
-  // ring (false once destroyed, faulted or the session closed).
+  // True while `slot` is a created stream the engine still runs (false
+  // once destroyed, faulted or the session closed).
   bool IsStreamAlive(uint32_t slot) const;
+  // How many times stream slot `slot` has been (re)started: a captured
+  // position on it is stale once this changes.
+  uint64_t StreamGeneration(uint32_t slot) const;
 
-  // ---- Events ----------------------------------------------------------
+  // ---- Events (event_table.h) ------------------------------------------
   // An `interprocess` event may be exported (ExportableEventAt); it cannot
   // time, as in CUDA.
   absl::StatusOr<uint32_t> CreateEvent(int device, bool enable_timing,
@@ -200,9 +185,6 @@ class Session {
   absl::StatusOr<uint32_t> OpenImportedEvent(IpcEventSource source, int device);
   // What event `slot`, opened from a handle, names.
   absl::StatusOr<IpcEventSource> ImportedEventSource(uint32_t slot) const;
-  // How many times stream slot `slot` has been (re)started: a captured
-  // position on it is stale once this changes.
-  uint64_t StreamGeneration(uint32_t slot) const;
 
   // ---- Sticky errors ----------------------------------------------------
   // Makes `error` the session's sticky error (the first one wins): every
@@ -213,9 +195,10 @@ class Session {
   absl::Status StickyError() const;
 
   // ---- Lifetime --------------------------------------------------------
-  // Stops every stream worker (waiting for the command each one runs),
-  // then frees all memory, streams and events. Idempotent; later requests
-  // fail with INVALID_HANDLE. The segment stays mapped until destruction.
+  // Stops every stream (waiting for the command each one runs), then
+  // frees all memory, host regions, imports, streams and events. Idempotent;
+  // later requests fail with INVALID_HANDLE. The segment stays mapped until
+  // destruction.
   void Close();
   bool closed() const;
   // True once Close() has stopped every stream: the completion counters
@@ -230,84 +213,43 @@ class Session {
   SessionStatsSnapshot Stats() const;
 
  private:
-  struct AllocationEntry {
-    std::shared_ptr<DeviceBuffer> buffer;
-    // Opened from another session's IPC handle: not this session's to
-    // free; `opens` counts the opens not yet closed.
-    bool imported = false;
-    uint32_t opens = 0;
-  };
   struct StreamEntry {
     int device = 0;
     int priority = 0;
     std::shared_ptr<RunningStream> worker;  // null without an engine
     bool destroying = false;
   };
-  struct EventEntry {
-    int device = 0;
-    bool enable_timing = false;
-    bool interprocess = false;
-    uint64_t serial = 0;
-    std::shared_ptr<const IpcEventSource> imported;  // null if local
-  };
-  // Everything the session owns.
-  struct ResourceTable {
-    std::map<uint64_t, AllocationEntry> allocations;               // by address
-    std::map<uint32_t, StreamEntry> streams;                       // by slot
-    std::map<uint32_t, EventEntry> events;                         // by slot
-    std::map<uint32_t, std::shared_ptr<HostRegion>> host_regions;  // by id
-    // Opens of imported memory: address handed out -> (buffer, opens).
-    std::map<uint64_t, std::pair<uint64_t, uint32_t>> imports;
-  };
 
   Session(SessionIdentity identity, Devices* devices, StreamEngine* engine,
-          SharedMemory segment, const SessionHeader& layout);
+          SessionSegment segment);
 
   absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
-  // Puts `entry` in a free event slot (assigning its serial).
-  absl::StatusOr<uint32_t> AddEventLocked(EventEntry entry)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // kInvalidDevice unless `device` is one of the daemon's devices.
   absl::Status CheckDevice(int device) const;
-  // The allocation containing `address`, or null.
-  const AllocationEntry* FindContaining(uint64_t address) const
-      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
-  absl::Status DescribeBadPointer(uint64_t address) const
-      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
-  absl::StatusOr<PinnedRange> PinRangeLocked(uint64_t address,
-                                             uint64_t bytes) const
-      ABSL_SHARED_LOCKS_REQUIRED(mutex_);
-  void RememberFreed(uint64_t address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Resets a stream slot's shared words and marks it active for `device`,
-  // then starts its worker.
+  // then has the engine start running it.
   void ActivateStream(uint32_t slot, int device, int priority)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const SessionIdentity identity_;
   Devices* const devices_;
   StreamEngine* const engine_;
-  SharedMemory segment_;
-  char* const base_;
-  const SessionHeader layout_;
+  const SessionSegment segment_;
   std::atomic<uint64_t> commands_executed_{0};
   std::atomic<bool> has_sticky_error_{false};
   std::atomic<bool> streams_stopped_{false};
   absl::Status sticky_error_ ABSL_GUARDED_BY(mutex_);
 
+  // The one lock of the session's state and all its tables (see above).
   mutable absl::Mutex mutex_;
   bool closed_ ABSL_GUARDED_BY(mutex_) = false;
-  ResourceTable table_ ABSL_GUARDED_BY(mutex_);
-  uint64_t allocated_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
-  uint64_t imported_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
-  uint32_t next_host_region_ ABSL_GUARDED_BY(mutex_) = 1;
-  uint64_t next_event_serial_ ABSL_GUARDED_BY(mutex_) = 1;
-  // The serial of every event live at Close() (HoldsEvent after close).
-  std::map<uint32_t, uint64_t> event_serials_at_close_ ABSL_GUARDED_BY(mutex_);
+  AllocationTable allocations_ ABSL_GUARDED_BY(mutex_);
+  ImportTable imports_ ABSL_GUARDED_BY(mutex_);
+  HostRegionTable host_regions_ ABSL_GUARDED_BY(mutex_);
+  EventTable events_ ABSL_GUARDED_BY(mutex_);
+  std::map<uint32_t, StreamEntry> streams_ ABSL_GUARDED_BY(mutex_);  // by slot
   // Per stream slot, how many times ActivateStream started it.
   std::vector<uint64_t> stream_generations_ ABSL_GUARDED_BY(mutex_);
-  // Recently freed addresses, to tell a double free from a wild pointer.
-  std::set<uint64_t> recently_freed_ ABSL_GUARDED_BY(mutex_);
-  std::deque<uint64_t> recently_freed_order_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace openreg::daemon
