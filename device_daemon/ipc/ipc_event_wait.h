@@ -1,5 +1,5 @@
 // Waiting for another process's interprocess event (an event opened from an
-// IPC handle, session.h: IpcEventSource).
+// IPC handle, event_table.h: IpcEventSource).
 //
 // As cudaStreamWaitEvent and cudaEventSynchronize do, a wait first captures
 // where the exporter last enqueued a record of the event (its client
