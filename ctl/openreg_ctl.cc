@@ -25,9 +25,9 @@
 #include "absl/strings/str_join.h"
 #include "command_line/help_flag.h"
 #include "data_plane/error_codes.h"
+#include "data_plane/reply_json.h"
 #include "data_plane/socket_path.h"
 #include "fault_injection/fault_plan.h"
-#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "protos/control.grpc.pb.h"
 
@@ -53,16 +53,6 @@ int Usage(const std::string& why) {
   return kUsage;
 }
 
-std::string Json(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  // Printing a valid message cannot fail.
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
-}
-
 // Prints the reply (as JSON with --json, else via `print`) or the refusal.
 template <typename Reply, typename Print>
 int Finish(const grpc::Status& transport, const Reply& reply, Print print) {
@@ -82,7 +72,7 @@ int Finish(const grpc::Status& transport, const Reply& reply, Print print) {
     return kRefused;
   }
   if (absl::GetFlag(FLAGS_json)) {
-    std::cout << Json(reply) << "\n";
+    std::cout << ReplyToJson(reply) << "\n";
   } else {
     print();
   }
@@ -126,7 +116,7 @@ int FaultList(Stub& stub) {
                 << (fault.session_id() != 0
                         ? absl::StrCat("  session ", fault.session_id())
                         : "  daemon-wide")
-                << "  " << Json(fault.spec().trigger()) << "\n";
+                << "  " << ReplyToJson(fault.spec().trigger()) << "\n";
     }
   });
 }

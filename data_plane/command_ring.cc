@@ -73,10 +73,6 @@ RingReader::RingReader(RingControl* control, const char* buffer,
                        uint64_t capacity)
     : control_(control), buffer_(buffer), capacity_(capacity) {}
 
-bool RingReader::WaitForData(absl::Duration timeout) {
-  return control_->tail.WaitForChange(control_->head.Load(), timeout);
-}
-
 bool RingReader::HasData() const {
   return control_->tail.value.load(std::memory_order_seq_cst) !=
          control_->head.value.load(std::memory_order_seq_cst);

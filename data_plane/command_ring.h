@@ -74,9 +74,6 @@ class RingReader {
   // producer broke the ring's invariants (the ring is then unusable).
   absl::Status TryRead(std::string* payload);
 
-  // Waits up to `timeout` for a record to be published.
-  bool WaitForData(absl::Duration timeout);
-
   // True when the producer has published bytes not consumed yet (seq_cst
   // loads: the parking protocol of doorbell.h relies on it).
   bool HasData() const;

@@ -4,11 +4,10 @@
 
 #include "absl/time/clock.h"
 #include "data_plane/futex.h"
+#include "data_plane/spin_wait.h"
 
 namespace openreg {
 namespace {
-
-inline void CpuRelax() { __builtin_ia32_pause(); }
 
 // wake_at when no sleeper has published a target (as zero-filled memory
 // is created). Targets are >= 1: a wait for 0 is done before it sleeps.
@@ -42,7 +41,7 @@ bool WaitUntil(WaitableCounter* counter, uint64_t target, Done done,
   const absl::Time start = absl::Now();
   const absl::Time spin_until = start + spin;
   while (absl::Now() < spin_until) {
-    for (int i = 0; i < 64; ++i) CpuRelax();
+    SpinPause();
     if (done()) return true;
   }
   const absl::Time deadline = start + timeout;

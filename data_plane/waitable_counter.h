@@ -11,15 +11,12 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "data_plane/spin_wait.h"
 
 namespace openreg {
 
 // Lives in shared memory: trivially constructible, zero-initialized by the
 // segment's creator, no pointers.
-// How long a wait spins before it sleeps, unless told otherwise: about the
-// time a small command takes, so that a short wait costs no futex sleep.
-inline constexpr absl::Duration kDefaultWaitSpin = absl::Microseconds(20);
-
 struct alignas(64) WaitableCounter {
   std::atomic<uint64_t> value;
   std::atomic<uint32_t> futex_word;  // bumped on an advance with sleepers
@@ -38,11 +35,11 @@ struct alignas(64) WaitableCounter {
   // the wait. Returns whether the target was reached. Spins for `spin`
   // first (0 to sleep at once).
   bool WaitForAtLeast(uint64_t target, absl::Duration timeout,
-                      absl::Duration spin = kDefaultWaitSpin);
+                      absl::Duration spin = kSpinBeforeSleep);
 
   // Waits until value != observed or `timeout` passes.
   bool WaitForChange(uint64_t observed, absl::Duration timeout,
-                     absl::Duration spin = kDefaultWaitSpin);
+                     absl::Duration spin = kSpinBeforeSleep);
 
   // Wakes sleepers without changing the value (used to stop waiters).
   void WakeAll();

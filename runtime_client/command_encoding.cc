@@ -3,18 +3,28 @@
 #include <string>
 
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
 #include "runtime_client/command_phase.h"
 
 namespace openreg::client {
 namespace {
 
+using google::protobuf::internal::WireFormatLite;
 using google::protobuf::io::CodedOutputStream;
 
-// Wire-format tags: (field number << 3) | wire type.
-constexpr uint32_t kCommandSequenceTag = (1 << 3) | 0;  // varint
-constexpr uint32_t kCommandLaunchTag = (2 << 3) | 2;    // length-delimited
-constexpr uint32_t kLaunchSynchronousTag = (5 << 3) | 0;
-constexpr uint32_t kCommandPhaseTag = (11 << 3) | 0;
+// The tags of the fields written by hand, from the generated field numbers
+// (protos/commands.proto).
+constexpr uint32_t kCommandSequenceTag = WireFormatLite::MakeTag(
+    proto::Command::kSequenceFieldNumber, WireFormatLite::WIRETYPE_VARINT);
+constexpr uint32_t kCommandLaunchTag =
+    WireFormatLite::MakeTag(proto::Command::kLaunchFieldNumber,
+                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+constexpr uint32_t kCommandPhaseTag = WireFormatLite::MakeTag(
+    proto::Command::kPhaseFieldNumber, WireFormatLite::WIRETYPE_VARINT);
+constexpr uint32_t kLaunchSynchronousTag = WireFormatLite::MakeTag(
+    proto::LaunchOp::kSynchronousFieldNumber, WireFormatLite::WIRETYPE_VARINT);
+// `true` as a varint.
+constexpr uint8_t kVarintTrue = 1;
 
 std::string& Buffer() {
   thread_local std::string buffer;
@@ -44,13 +54,20 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
   // The command's phase (when not the default, forward) follows the body.
   const uint32_t phase = static_cast<uint32_t>(ThreadCommandPhase());
   const size_t op_bytes = op.ByteSizeLong();
-  const size_t body_bytes = op_bytes + (force_synchronous ? 2 : 0);
+  const size_t synchronous_bytes =
+      force_synchronous
+          ? CodedOutputStream::VarintSize32(kLaunchSynchronousTag) +
+                sizeof(kVarintTrue)
+          : 0;
+  const size_t body_bytes = op_bytes + synchronous_bytes;
   const size_t total =
       CodedOutputStream::VarintSize32(kCommandSequenceTag) +
       CodedOutputStream::VarintSize64(sequence) +
       CodedOutputStream::VarintSize32(kCommandLaunchTag) +
       CodedOutputStream::VarintSize64(body_bytes) + body_bytes +
-      (phase != 0 ? 1 + CodedOutputStream::VarintSize32(phase) : 0);
+      (phase != 0 ? CodedOutputStream::VarintSize32(kCommandPhaseTag) +
+                        CodedOutputStream::VarintSize32(phase)
+                  : 0);
   std::string& buffer = Buffer();
   buffer.resize(total);
   uint8_t* out = reinterpret_cast<uint8_t*>(buffer.data());
@@ -61,7 +78,7 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
   out = op.SerializeWithCachedSizesToArray(out);
   if (force_synchronous) {
     out = CodedOutputStream::WriteTagToArray(kLaunchSynchronousTag, out);
-    *out++ = 1;
+    *out++ = kVarintTrue;
   }
   if (phase != 0) {
     out = CodedOutputStream::WriteTagToArray(kCommandPhaseTag, out);

@@ -4,11 +4,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "data_plane/device_address.h"
+#include "data_plane/ipc_handle.h"
 #include "openreg/runtime.h"
 #include "runtime_client/client.h"
 #include "runtime_client/thread_state.h"
 
 namespace openreg {
+
+// The public handle types are the daemon's handle bytes, passed through
+// untouched: runtime.h states the size without including the data plane.
+static_assert(kIpcHandleSize == kIpcHandleBytes,
+              "openreg/runtime.h's kIpcHandleSize must be the wire size of "
+              "an IPC handle (data_plane/ipc_handle.h)");
 
 using client::EventInfo;
 using client::MakeError;

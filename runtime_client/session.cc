@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "data_plane/doorbell.h"
 #include "data_plane/error_codes.h"
+#include "data_plane/spin_wait.h"
 #include "runtime_client/command_encoding.h"
 #include "runtime_client/command_phase.h"
 #include "runtime_client/sync_timeout.h"
@@ -247,7 +248,7 @@ absl::Status Session::WaitForCompletion(StreamContext& stream,
     if (IsFaulted(stream)) return TakeStreamError(stream);
     const absl::Duration left = deadline - absl::Now();
     const absl::Duration spin = ShouldSpinBeforeSleeping(DeviceDoorbell(stream))
-                                    ? kDefaultWaitSpin
+                                    ? kSpinBeforeSleep
                                     : absl::ZeroDuration();
     if (completed.WaitForAtLeast(sequence, std::min(kWaitSlice, left), spin)) {
       break;

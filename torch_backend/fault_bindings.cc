@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "google/protobuf/util/json_util.h"
+#include "data_plane/reply_json.h"
 #include "openreg/faults.h"
 #include "torch_backend/command_phase.h"
 #include "torch_backend/runtime_error.h"
@@ -14,16 +14,6 @@ namespace openreg::torch_backend {
 namespace {
 
 namespace py = pybind11;
-
-std::string ToJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string json;
-  // Printing a valid message cannot fail.
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  return json;
-}
 
 std::vector<uint32_t> Arm(const std::string& plan_json) {
   std::vector<uint32_t> ids;
@@ -40,19 +30,19 @@ uint32_t Disarm(const std::vector<uint32_t>& ids) {
 std::string List() {
   proto::ListFaultsReply reply;
   OPENREG_CHECK(ListFaults(&reply));
-  return ToJson(reply);
+  return ReplyToJson(reply);
 }
 
 std::string Log(uint64_t since) {
   proto::GetFaultLogReply reply;
   OPENREG_CHECK(GetFaultLog(since, &reply));
-  return ToJson(reply);
+  return ReplyToJson(reply);
 }
 
 std::string Profile() {
   proto::GetCommandProfileReply reply;
   OPENREG_CHECK(GetCommandProfile(&reply));
-  return ToJson(reply);
+  return ReplyToJson(reply);
 }
 
 }  // namespace

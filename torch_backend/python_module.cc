@@ -9,6 +9,7 @@
 #include <string>
 
 #include "data_plane/device_address.h"
+#include "data_plane/reply_json.h"
 #include "openreg/launch.h"
 #include "openreg/runtime.h"
 #include "torch_backend/device_allocator.h"
@@ -42,56 +43,12 @@ py::dict DeviceProperties(int device) {
   return result;
 }
 
-py::dict DaemonStats() {
+// As JSON (data_plane/reply_json.h), like every other reply Python reads:
+// torch.openreg.daemon_stats() makes the dicts.
+std::string DaemonStats() {
   proto::GetStatsReply stats;
   OPENREG_CHECK(GetStats(&stats));
-  py::list devices;
-  for (const proto::DeviceStats& device : stats.devices()) {
-    py::dict entry;
-    entry["device"] = device.device();
-    entry["total_bytes"] = device.total_bytes();
-    entry["allocated_bytes"] = device.allocated_bytes();
-    entry["free_bytes"] = device.free_bytes();
-    entry["largest_free_block"] = device.largest_free_block();
-    entry["allocation_count"] = device.allocation_count();
-    entry["kernels_executed"] = device.kernels_executed();
-    entry["copies_executed"] = device.copies_executed();
-    entry["kernel_failures"] = device.kernel_failures();
-    entry["state"] = device.state();
-    py::dict fired;
-    for (const auto& [model, count] : device.faults_fired()) {
-      fired[py::str(model)] = count;
-    }
-    entry["faults_fired"] = fired;
-    entry["corrected_errors"] = device.corrected_errors();
-    devices.append(entry);
-  }
-  py::list sessions;
-  for (const proto::SessionStats& session : stats.sessions()) {
-    py::dict entry;
-    entry["session_id"] = session.session_id();
-    entry["pid"] = session.pid();
-    entry["allocated_bytes"] = session.allocated_bytes();
-    entry["streams"] = session.streams();
-    entry["commands_executed"] = session.commands_executed();
-    entry["imported_bytes"] = session.imported_bytes();
-    sessions.append(entry);
-  }
-  py::list shared;
-  for (const proto::SharedAllocation& allocation : stats.shared()) {
-    py::dict entry;
-    entry["export_id"] = allocation.export_id();
-    entry["exporter_pid"] = allocation.exporter_pid();
-    entry["device"] = allocation.device();
-    entry["bytes"] = allocation.bytes();
-    shared.append(entry);
-  }
-  py::dict result;
-  result["devices"] = devices;
-  result["sessions"] = sessions;
-  result["sessions_served"] = stats.sessions_served();
-  result["shared"] = shared;
-  return result;
+  return ReplyToJson(stats);
 }
 
 int DeviceCount() {

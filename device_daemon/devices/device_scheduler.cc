@@ -5,6 +5,7 @@
 
 #include "absl/time/clock.h"
 #include "data_plane/futex.h"
+#include "data_plane/spin_wait.h"
 
 namespace openreg::daemon {
 namespace {
@@ -12,7 +13,6 @@ namespace {
 // How long an executor with nothing to run sleeps before it looks at idle
 // runners' rings (housekeeping) and, if it is a spare nobody needs, exits.
 constexpr absl::Duration kIdleWait = absl::Milliseconds(100);
-constexpr absl::Duration kSpin = absl::Microseconds(20);
 
 // Executor threads of every device that are neither asleep nor blocked: the
 // threads competing for the host's cores.
@@ -62,7 +62,7 @@ DeviceScheduler* DeviceScheduler::Current() { return t_current; }
 
 absl::Duration DeviceScheduler::WaitSpin() {
   return g_awake.load(std::memory_order_relaxed) <= Cores()
-             ? kSpin
+             ? kSpinBeforeSleep
              : absl::ZeroDuration();
 }
 

@@ -105,9 +105,10 @@ class DeviceScheduler {
 
   // The scheduler whose executor is the calling thread, or null.
   static DeviceScheduler* Current();
-  // How long a wait should spin before it sleeps: ~20 us while executors
-  // awake daemon-wide do not outnumber the cores, else 0 (spinning would
-  // only take a core from a thread with work).
+  // How long a wait should spin before it sleeps: kSpinBeforeSleep
+  // (data_plane/spin_wait.h) while executors awake daemon-wide do not
+  // outnumber the cores, else 0 (spinning would only take a core from a
+  // thread with work).
   static absl::Duration WaitSpin();
 
   int device() const { return device_; }

@@ -15,7 +15,8 @@ int DefaultMultiprocessorCount() {
   // so the contention for execution slots) independently of the host.
   if (const char* value = std::getenv("OPENREG_MULTIPROCESSORS")) {
     int count = 0;
-    if (absl::SimpleAtoi(value, &count) && count >= 1 && count <= 4096) {
+    if (absl::SimpleAtoi(value, &count) && count >= 1 &&
+        count <= kMaxExecutorsPerDevice) {
       return count;
     }
   }

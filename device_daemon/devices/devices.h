@@ -26,8 +26,13 @@ struct DeviceCounters {
   std::atomic<uint64_t> kernel_failures{0};
 };
 
+// Most executor threads a device may have (--executors_per_device,
+// $OPENREG_MULTIPROCESSORS): each is a thread of the daemon, so a larger
+// count is certainly a typo.
+inline constexpr int kMaxExecutorsPerDevice = 4096;
+
 // The multiprocessor count of a device: $OPENREG_MULTIPROCESSORS when set
-// (1 to 4096), otherwise the host's hardware threads.
+// (1 to kMaxExecutorsPerDevice), otherwise the host's hardware threads.
 int DefaultMultiprocessorCount();
 
 class Devices {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "data_plane/spin_wait.h"
 #include "device_daemon/base/errors.h"
 #include "device_daemon/base/log.h"
 #include "device_daemon/devices/blocking_region.h"
@@ -31,10 +32,6 @@ constexpr size_t kCommandArenaBytes = 64 * 1024;
 // time per op with 8 commands, 1.17-1.21x with 500 us).
 constexpr int kSliceCommands = 256;
 constexpr absl::Duration kSliceTime = absl::Microseconds(500);
-// How long a stream with an empty ring re-checks it before parking (while
-// cores are free): about the gap between two launches of a busy client,
-// so that a stream fed back to back never pays a park and a doorbell.
-constexpr absl::Duration kSpin = absl::Microseconds(20);
 
 template <size_t N>
 void CopyText(char (&field)[N], absl::string_view text) {
@@ -49,8 +46,6 @@ google::protobuf::ArenaOptions CommandArenaOptions(std::vector<char>* block) {
   options.initial_block_size = block->size();
   return options;
 }
-
-inline void CpuRelax() { __builtin_ia32_pause(); }
 
 }  // namespace
 
@@ -187,9 +182,11 @@ StreamWorker::Step StreamWorker::RunOne() {
 
 bool StreamWorker::SpinForWork(DeviceScheduler* scheduler) {
   if (!scheduler->MaySpin()) return false;
-  const absl::Time until = absl::Now() + kSpin;
+  // kSpinBeforeSleep: a stream fed back to back never pays a park and a
+  // doorbell.
+  const absl::Time until = absl::Now() + kSpinBeforeSleep;
   while (absl::Now() < until) {
-    for (int i = 0; i < 64; ++i) CpuRelax();
+    SpinPause();
     if (reader_.HasData() || StopOrDrainRequested()) return true;
     // Someone else is ready: give the executor to them.
     if (scheduler->OthersWaiting()) return false;

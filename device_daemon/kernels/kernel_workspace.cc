@@ -86,10 +86,6 @@ class AccountingAllocator final : public c10::Allocator {
             " already held): a kernel's workspace is limited to the "
             "device's memory size (openreg-daemon --kernel_workspace_limit)");
       }
-      uint64_t peak = budget->peak.load(std::memory_order_relaxed);
-      while (live > peak && !budget->peak.compare_exchange_weak(
-                                peak, live, std::memory_order_relaxed)) {
-      }
     }
     c10::DataPtr base;
     try {
@@ -148,9 +144,5 @@ KernelWorkspace::Scope::Scope(uint64_t limit_bytes, std::string_view op_name,
 }
 
 KernelWorkspace::Scope::~Scope() { t_budget = std::move(outer_); }
-
-uint64_t KernelWorkspace::Scope::peak_bytes() const {
-  return budget_ == nullptr ? 0 : budget_->peak.load();
-}
 
 }  // namespace openreg::daemon

@@ -34,7 +34,6 @@ class KernelWorkspace {
     std::string_view op_name;
     std::string_view op_overload;
     std::atomic<uint64_t> live{0};
-    std::atomic<uint64_t> peak{0};
   };
 
   class Scope {
@@ -46,8 +45,6 @@ class KernelWorkspace {
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
     ~Scope();
-
-    uint64_t peak_bytes() const;
 
    private:
     std::shared_ptr<Budget> budget_;

@@ -1,10 +1,7 @@
 #include "device_daemon/server/attach_server.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,26 +52,17 @@ AttachServer::AttachServer(SessionRegistry* registry,
                            const SocketDirectory* directory,
                            std::string socket_path, uint32_t device_count)
     : registry_(registry),
-      directory_(directory),
-      socket_path_(std::move(socket_path)),
       device_count_(device_count),
-      daemon_uid_(getuid()) {}
+      daemon_uid_(getuid()),
+      listener_(directory, std::move(socket_path), "attach socket") {}
 
 AttachServer::~AttachServer() { Stop(); }
 
 absl::Status AttachServer::Start() {
-  absl::StatusOr<int> listen_fd = ListenUnix(socket_path_);
-  if (!listen_fd.ok()) return listen_fd.status();
-  listen_fd_ = *listen_fd;
-  // Accept() drains the backlog until EAGAIN.
-  fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
-  // Only this user may connect; SO_PEERCRED is checked as well.
-  absl::Status restricted =
-      directory_->RestrictSocket(BaseName(socket_path_), 0600);
-  if (!restricted.ok()) return restricted;
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  absl::Status opened = listener_.Open();
+  if (!opened.ok()) return opened;
   drop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0 || drop_fd_ < 0) {
+  if (drop_fd_ < 0) {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
   }
   thread_ = std::thread([this] { Loop(); });
@@ -83,22 +71,12 @@ absl::Status AttachServer::Start() {
 
 void AttachServer::Stop() {
   if (thread_.joinable()) {
-    const uint64_t one = 1;
-    ssize_t ignored = write(wake_fd_, &one, sizeof(one));
-    (void)ignored;
+    listener_.Wake();
     thread_.join();
   }
   for (const auto& [fd, connection] : connections_) close(fd);
   connections_.clear();
-  if (listen_fd_ >= 0) {
-    close(listen_fd_);
-    listen_fd_ = -1;
-    directory_->RemoveOwnSocket(BaseName(socket_path_));
-  }
-  if (wake_fd_ >= 0) {
-    close(wake_fd_);
-    wake_fd_ = -1;
-  }
+  listener_.Close();
   if (drop_fd_ >= 0) {
     close(drop_fd_);
     drop_fd_ = -1;
@@ -138,8 +116,8 @@ void AttachServer::Loop() {
   std::vector<pollfd> fds;
   while (true) {
     fds.clear();
-    fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({listener_.wake_fd(), POLLIN, 0});
+    fds.push_back({listener_.listen_fd(), POLLIN, 0});
     fds.push_back({drop_fd_, POLLIN, 0});
     // Wake up in time for the earliest hello deadline.
     absl::Duration wait = absl::Seconds(1);
@@ -189,19 +167,8 @@ void AttachServer::Loop() {
 
 void AttachServer::Accept() {
   for (int accepted = 0; accepted < kMaxAcceptsPerWake; ++accepted) {
-    // Non-blocking: reads and the welcome never wait for the peer.
-    const int fd =
-        accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        Log(LogLevel::kWarning,
-            "accept on attach socket: ", std::strerror(errno));
-        // E.g. EMFILE: back off instead of spinning on a ready socket.
-        usleep(10000);
-      }
-      return;
-    }
+    const int fd = listener_.Accept();
+    if (fd < 0) return;
     Connection& connection = connections_[fd];
     connection.accepted = absl::Now();
     size_t pending = 0;
@@ -255,8 +222,9 @@ void AttachServer::ReadHello(int fd) {
       return;
     }
     if (peer->uid != daemon_uid_) {
-      SendRefusal(fd, proto::PERMISSION_DENIED,
-                  ForeignUidMessage(peer->uid, daemon_uid_, socket_path_));
+      SendRefusal(
+          fd, proto::PERMISSION_DENIED,
+          ForeignUidMessage(peer->uid, daemon_uid_, listener_.socket_path()));
       Disconnect(fd, "another uid");
       return;
     }

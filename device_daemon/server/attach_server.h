@@ -27,6 +27,7 @@
 #include "data_plane/attach_protocol.h"
 #include "data_plane/unix_socket.h"
 #include "device_daemon/server/socket_directory.h"
+#include "device_daemon/server/unix_listener.h"
 #include "device_daemon/sessions/session_registry.h"
 
 namespace openreg::daemon {
@@ -81,12 +82,9 @@ class AttachServer {
   void DropRequestedSessions();
 
   SessionRegistry* const registry_;
-  const SocketDirectory* const directory_;
-  const std::string socket_path_;
   const uint32_t device_count_;
   const uid_t daemon_uid_;
-  int listen_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: Stop() writes to end the loop
+  UnixListener listener_;
   int drop_fd_ = -1;  // eventfd: DropSession() writes
   absl::Mutex drop_mutex_;
   std::vector<uint64_t> drop_requests_ ABSL_GUARDED_BY(drop_mutex_);

@@ -1,15 +1,12 @@
 #include "device_daemon/server/control_listener.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -82,57 +79,33 @@ std::string ForeignUidMessage(uid_t peer_uid, uid_t daemon_uid,
 
 ControlListener::ControlListener(const SocketDirectory* directory,
                                  std::string socket_path, grpc::Server* control)
-    : directory_(directory),
-      socket_path_(std::move(socket_path)),
-      control_(control),
-      daemon_uid_(getuid()) {}
+    : control_(control),
+      daemon_uid_(getuid()),
+      listener_(directory, std::move(socket_path), "control socket") {}
 
 ControlListener::~ControlListener() { Stop(); }
 
 absl::Status ControlListener::Start() {
   refusal_service_ =
-      std::make_unique<RefusalService>(daemon_uid_, socket_path_);
+      std::make_unique<RefusalService>(daemon_uid_, listener_.socket_path());
   grpc::ServerBuilder builder;
   builder.RegisterCallbackGenericService(refusal_service_.get());
   refusing_ = builder.BuildAndStart();
   if (refusing_ == nullptr) {
     return absl::InternalError("cannot start the refusing gRPC server");
   }
-  absl::StatusOr<int> listen_fd = ListenUnix(socket_path_);
-  if (!listen_fd.ok()) return listen_fd.status();
-  listen_fd_ = *listen_fd;
-  // Accepted connections inherit O_NONBLOCK from accept4's flag; the
-  // listening socket itself is non-blocking so that AcceptAll can drain it.
-  const int flags = fcntl(listen_fd_, F_GETFL);
-  fcntl(listen_fd_, F_SETFL, flags | O_NONBLOCK);
-  // Only this user may connect; SO_PEERCRED is checked as well.
-  absl::Status restricted =
-      directory_->RestrictSocket(BaseName(socket_path_), 0600);
-  if (!restricted.ok()) return restricted;
-  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) {
-    return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));
-  }
+  absl::Status opened = listener_.Open();
+  if (!opened.ok()) return opened;
   thread_ = std::thread([this] { Loop(); });
   return absl::OkStatus();
 }
 
 void ControlListener::Stop() {
   if (thread_.joinable()) {
-    const uint64_t one = 1;
-    ssize_t ignored = write(wake_fd_, &one, sizeof(one));
-    (void)ignored;
+    listener_.Wake();
     thread_.join();
   }
-  if (listen_fd_ >= 0) {
-    close(listen_fd_);
-    listen_fd_ = -1;
-    directory_->RemoveOwnSocket(BaseName(socket_path_));
-  }
-  if (wake_fd_ >= 0) {
-    close(wake_fd_);
-    wake_fd_ = -1;
-  }
+  listener_.Close();
   if (refusing_ != nullptr) {
     refusing_->Shutdown(std::chrono::system_clock::now() +
                         std::chrono::seconds(1));
@@ -143,7 +116,8 @@ void ControlListener::Stop() {
 
 void ControlListener::Loop() {
   while (true) {
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{listener_.wake_fd(), POLLIN, 0},
+                     {listener_.listen_fd(), POLLIN, 0}};
     const int ready = poll(fds, 2, /*timeout_ms=*/-1);
     if (ready < 0 && errno != EINTR) {
       Log(LogLevel::kError, "control socket poll: ", std::strerror(errno));
@@ -156,19 +130,8 @@ void ControlListener::Loop() {
 
 void ControlListener::AcceptAll() {
   while (true) {
-    // gRPC's endpoints expect non-blocking sockets.
-    const int fd =
-        accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) {
-        Log(LogLevel::kWarning,
-            "accept on control socket: ", std::strerror(errno));
-        // E.g. EMFILE: back off instead of spinning on a ready socket.
-        usleep(10000);
-      }
-      return;
-    }
+    const int fd = listener_.Accept();
+    if (fd < 0) return;
     absl::StatusOr<PeerCredentials> peer = GetPeerCredentials(fd);
     if (!peer.ok()) {
       close(fd);

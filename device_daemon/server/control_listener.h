@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "device_daemon/server/socket_directory.h"
+#include "device_daemon/server/unix_listener.h"
 
 namespace grpc {
 class CallbackGenericService;
@@ -55,14 +56,11 @@ class ControlListener {
   void Loop();
   void AcceptAll();
 
-  const SocketDirectory* const directory_;
-  const std::string socket_path_;
   grpc::Server* const control_;
   const uid_t daemon_uid_;
+  UnixListener listener_;
   std::unique_ptr<grpc::CallbackGenericService> refusal_service_;
   std::unique_ptr<grpc::Server> refusing_;
-  int listen_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: Stop() writes to end the loop
   std::thread thread_;
 };
 

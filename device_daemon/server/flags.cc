@@ -4,13 +4,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "data_plane/device_address.h"
+#include "data_plane/session_layout.h"
 #include "data_plane/socket_path.h"
 #include "device_daemon/base/byte_size.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/server/daemon.h"
+#include "device_daemon/sessions/session_registry.h"
 #include "fault_injection/fault_plan.h"
 
-ABSL_FLAG(int, devices, 2, "Number of emulated devices (1 to 64).");
+ABSL_FLAG(int, devices, openreg::daemon::DaemonOptions().devices,
+          "Number of emulated devices (1 to 64).");
 ABSL_FLAG(openreg::daemon::ByteSizeFlag, memory_per_device,
-          openreg::daemon::ByteSizeFlag{2ull << 30},
+          openreg::daemon::ByteSizeFlag{
+              openreg::daemon::DaemonOptions().memory_per_device},
           "Memory of each device: bytes or a size with a binary unit "
           "(K, M, G, T, KiB, MiB, GiB, TiB), e.g. 2GiB.");
 ABSL_FLAG(std::string, socket, "",
@@ -31,20 +37,25 @@ ABSL_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library, {},
 ABSL_FLAG(std::string, fault_plan, "",
           "A fault plan (JSON, docs/FAULT_INJECTION.md) armed at startup. "
           "Every fault must set \"daemon_wide\": true or trigger.pid.");
-ABSL_FLAG(uint32_t, max_sessions_per_process, 32,
+ABSL_FLAG(uint32_t, max_sessions_per_process,
+          openreg::daemon::SessionQuota().per_process,
           "Most sessions one client process may have attached at once "
           "(0 = no limit).");
-ABSL_FLAG(uint32_t, max_sessions_per_uid, 256,
+ABSL_FLAG(uint32_t, max_sessions_per_uid,
+          openreg::daemon::SessionQuota().per_uid,
           "Most sessions one user's processes may have attached at once "
           "(0 = no limit).");
-ABSL_FLAG(uint32_t, max_streams_per_session, 64,
+ABSL_FLAG(uint32_t, max_streams_per_session,
+          openreg::SessionLimits().max_streams,
           "Stream slots per session, the devices' default streams included "
           "(the client's stream pools come out of these).");
-ABSL_FLAG(uint32_t, max_events_per_session, 4096, "Event slots per session.");
+ABSL_FLAG(uint32_t, max_events_per_session, openreg::SessionLimits().max_events,
+          "Event slots per session.");
 ABSL_FLAG(openreg::daemon::ByteSizeFlag, kernel_workspace_limit, {},
           "Most host memory one kernel may hold inside the daemon "
           "(temporaries, results); 0 = the device's memory size.");
-ABSL_FLAG(int32_t, executors_per_device, 0,
+ABSL_FLAG(int32_t, executors_per_device,
+          openreg::daemon::DaemonOptions().executors_per_device,
           "Executor threads per device: the streams of every client run on "
           "this many threads per device (reported as the device's "
           "multiprocessor count). 0 = $OPENREG_MULTIPROCESSORS, else the "
@@ -63,7 +74,6 @@ constexpr uint64_t kMinMemoryPerDevice = 1ull << 20;
 // small.
 constexpr uint32_t kMaxStreamsPerSession = 1024;
 constexpr uint32_t kMaxEventsPerSession = 1 << 16;
-constexpr int32_t kMaxExecutorsPerDevice = 4096;
 
 bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
                    std::string* error) {

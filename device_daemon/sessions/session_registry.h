@@ -32,7 +32,7 @@ class StreamEngine;
 // normally holds one, and each session costs the daemon its segment and
 // stream state. 0 = no limit.
 struct SessionQuota {
-  uint32_t per_process = 16;
+  uint32_t per_process = 32;
   uint32_t per_uid = 256;
 };
 

@@ -10,13 +10,8 @@ afterwards. Nothing is ever killed by name.
 """
 
 import os
-import shutil
-import signal
-import subprocess
-import tempfile
-import time
 
-from torch_openreg import daemon_binary
+from torch_openreg._private_daemon import PrivateDaemon
 
 __all__ = ["Daemon", "child_env"]
 
@@ -33,53 +28,24 @@ def child_env(base=None, **overrides):
     return env
 
 
-class Daemon:
+class Daemon(PrivateDaemon):
     """One openreg-daemon process on a private socket."""
 
     def __init__(self, devices=2, memory_per_device="2GiB", extra_args=()):
-        self.flags = [f"--devices={devices}",
-                      f"--memory_per_device={memory_per_device}", *extra_args]
-        # Created by start(): an unstarted Daemon leaves nothing behind.
-        self.folder = None
-        self.process = None
-
-    @property
-    def socket(self):
-        return os.path.join(self.folder, "daemon.sock")
-
-    @property
-    def log_path(self):
-        return os.path.join(self.folder, "daemon.log")
-
-    @property
-    def args(self):
-        return [daemon_binary(), f"--socket={self.socket}", *self.flags]
-
-    @property
-    def pid(self):
-        return self.process.pid
+        super().__init__([f"--devices={devices}",
+                          f"--memory_per_device={memory_per_device}",
+                          *extra_args],
+                         folder_prefix="openreg-test-")
 
     def start(self, timeout=30):
-        self.folder = tempfile.mkdtemp(prefix="openreg-test-", dir="/tmp")
-        with open(self.log_path, "w") as log:
-            self.process = subprocess.Popen(self.args, stdout=log, stderr=log,
-                                            stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            # Both the control (gRPC) and the attach socket must exist.
-            if all(os.path.exists(self.socket + suffix)
-                   for suffix in ("", ".attach")):
-                return self
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        exited = self.process.poll() is not None
-        log = self.log()
-        self.stop()
-        if exited:
-            raise RuntimeError(f"openreg-daemon exited early:\n{log}")
-        raise RuntimeError(
-            f"openreg-daemon did not start within {timeout} s:\n{log}")
+        """Starts the daemon and waits until it serves; RuntimeError (with
+        its log) if it exits or takes longer than `timeout` seconds."""
+        self.launch()
+        try:
+            return self.wait_ready(timeout)
+        except RuntimeError:
+            self.stop()
+            raise
 
     def use(self):
         """Points this process at the daemon (before its first device use)
@@ -92,36 +58,6 @@ class Daemon:
         """An environment for child processes that use this daemon."""
         return child_env(base, **{"OPENREG_DAEMON_SOCKET": self.socket,
                                    "OPENREG_AUTOSPAWN": "0", **overrides})
-
-    def log(self):
-        if self.folder is None:
-            return ""
-        try:
-            with open(self.log_path) as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
-
-    def alive(self):
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self):
-        """Simulates a daemon crash (SIGKILL)."""
-        if self.alive():
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(timeout=30)
-
-    def stop(self):
-        """Stops the daemon (if still running) and removes its folder."""
-        if self.alive():
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
 
     def __enter__(self):
         return self.start()

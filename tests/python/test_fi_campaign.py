@@ -27,8 +27,9 @@ from torch_openreg.fi import classify as cls
 from torch_openreg.fi.__main__ import main
 from torch_openreg.fi.config import ConfigError, resolve
 from torch_openreg.fi.faults import Population, fault_for_run, populations
+from torch_openreg.fi.intervals import wilson
 from torch_openreg.fi.launch import Launcher, Program
-from torch_openreg.fi.summary import format_summary, summarize, wilson
+from torch_openreg.fi.summary import format_summary, summarize
 from torch_openreg.fi.store import CampaignDir
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -4,20 +4,12 @@ in a fresh /tmp folder, queried with openreg-ctl, stopped by its pid.
 """
 
 import json
-import os
-import shutil
-import signal
 import subprocess
-import tempfile
-import time
 
 import torch_openreg
+from torch_openreg._private_daemon import DaemonError, PrivateDaemon
 
 __all__ = ["DaemonError", "RunDaemon", "ctl"]
-
-
-class DaemonError(RuntimeError):
-    """A run's daemon did not start, or openreg-ctl failed."""
 
 
 def ctl(socket, *args):
@@ -37,56 +29,17 @@ def ctl(socket, *args):
     return json.loads(done.stdout)
 
 
-class RunDaemon:
-    """One daemon process. `flags` are added to --socket and
-    --idle_exit_seconds (which ends it should the campaign die); `env`
+class RunDaemon(PrivateDaemon):
+    """One daemon process, started at once. `flags` are added to --socket
+    and --idle_exit_seconds (which ends it should the campaign die); `env`
     holds variables added to this process's environment."""
 
     def __init__(self, flags, log_path, idle_exit_seconds, env=None):
-        self.folder = tempfile.mkdtemp(prefix="openreg-fi-", dir="/tmp")
-        self.socket = os.path.join(self.folder, "daemon.sock")
-        self.log_path = log_path
-        self.started = time.monotonic()
-        self.ready_after = None  # seconds from start to ready
-        with open(log_path, "wb") as log:
-            self.process = subprocess.Popen(
-                [torch_openreg.daemon_binary(), f"--socket={self.socket}",
-                 f"--idle_exit_seconds={idle_exit_seconds}", *flags],
-                env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=log, start_new_session=True)
-
-    def log(self):
-        try:
-            with open(self.log_path, errors="replace") as log:
-                return log.read()[-4000:]
-        except FileNotFoundError:
-            return ""
-
-    def wait_ready(self, timeout=60):
-        """Waits until both sockets exist; DaemonError (with the daemon's
-        log: a bad --fault_plan names its field) if it exits or times
-        out."""
-        deadline = self.started + timeout
-        while not all(os.path.exists(self.socket + suffix)
-                      for suffix in ("", ".attach")):
-            if self.process.poll() is not None:
-                raise DaemonError(
-                    f"openreg-daemon exited with status "
-                    f"{self.process.returncode} at start:\n{self.log()}")
-            if time.monotonic() > deadline:
-                raise DaemonError(f"openreg-daemon did not start within "
-                                  f"{timeout} s:\n{self.log()}")
-            time.sleep(0.002)
-        if self.ready_after is None:
-            self.ready_after = time.monotonic() - self.started
-        return self
-
-    def alive(self):
-        return self.process.poll() is None
-
-    @property
-    def returncode(self):
-        return self.process.poll()
+        super().__init__(
+            [f"--idle_exit_seconds={idle_exit_seconds}", *flags],
+            folder_prefix="openreg-fi-", log_path=log_path, env=env,
+            new_session=True, stop_timeout=10)
+        self.launch()
 
     def ctl(self, *args):
         return ctl(self.socket, *args)
@@ -97,17 +50,4 @@ class RunDaemon:
         clean shutdown would cost ~0.1 s of CPU that the next runs need.
         The daemon keeps no state outside its process but the socket
         folder, which stop() removes."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-
-    def stop(self):
-        """SIGTERM (SIGKILL after 10 s) by pid, waits for the exit, removes
-        the socket folder."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self.kill(wait=False)

@@ -9,7 +9,7 @@
 import os
 
 from torch_openreg.fi.classify import OUTCOMES
-from torch_openreg.fi.summary import wilson
+from torch_openreg.fi.intervals import wilson
 
 __all__ = ["write_plots"]
 

@@ -1,6 +1,8 @@
 """torch.openreg: the device module of the daemon-backed openreg device,
 shaped like torch.cuda."""
 
+import json
+
 import torch
 
 from torch_openreg import _C
@@ -142,10 +144,29 @@ def is_bf16_supported(including_emulation=True):
     return is_available()
 
 
+def _counters(entry, text=()):
+    """`entry` of the stats JSON with its counters as ints (64-bit
+    integers arrive as strings); the fields in `text` are kept."""
+    return {key: value if key in text else int(value)
+            for key, value in entry.items()}
+
+
 def daemon_stats():
     """Daemon-wide statistics: per-device memory and kernel counters, and
     the attached sessions."""
-    return _C._daemon_stats()
+    reply = json.loads(_C._daemon_stats())
+    devices = []
+    for device in reply.get("devices", []):
+        entry = _counters(device, text=("state", "faults_fired"))
+        entry["faults_fired"] = _counters(entry["faults_fired"])
+        devices.append(entry)
+    return {
+        "devices": devices,
+        "sessions": [_counters(session)
+                     for session in reply.get("sessions", [])],
+        "sessions_served": int(reply.get("sessions_served", 0)),
+        "shared": [_counters(shared) for shared in reply.get("shared", [])],
+    }
 
 
 # Used by torch for the device module's lazy initialisation protocol.
