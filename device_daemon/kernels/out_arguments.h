@@ -1,9 +1,9 @@
-// The out= arguments of a launch. Client memory cannot grow,
-// but some out= kernels resize their output on the way (mse_loss.out with
-// a reduction first writes the elementwise loss into it) or get a wrongly
-// sized one. So the kernel writes a stand-in instead: an alias of the
-// client's memory whose storage may grow, where a resize beyond it moves
-// the data to daemon memory.
+// The out= arguments of a launch. Client memory cannot grow, but some out=
+// kernels resize their output on the way (mse_loss.out with a reduction
+// first writes the elementwise loss into it) or get a wrongly sized one. So
+// the kernel writes a stand-in instead: an alias of the client's memory
+// whose storage may grow, where a resize beyond it moves the data to daemon
+// memory.
 //
 // Promises: a stand-in keeps its client tensor (and so its pin) alive.
 // After a synchronous launch, FinishOutArguments leaves a stand-in defined
