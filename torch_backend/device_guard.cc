@@ -11,7 +11,7 @@
 #include "openreg/runtime.h"
 #include "torch_backend/device_allocator.h"
 #include "torch_backend/ignored_error.h"
-#include "torch_backend/op_encoding.h"
+#include "torch_backend/kernel_warnings.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {

@@ -18,12 +18,12 @@
 #include "torch_backend/generator.h"
 #include "torch_backend/ignored_error.h"
 #include "torch_backend/ipc_bindings.h"
+#include "torch_backend/kernel_warnings.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/fast_path_ops.h"
 #include "torch_backend/kernels/quantized_ops.h"
 #include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
-#include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {

@@ -1,10 +1,9 @@
 #include "torch_backend/runtime_error.h"
 
-#include <c10/util/Exception.h>
-
 #include <string>
 
 #include "data_plane/error_codes.h"
+#include "op_codec/error_classes.h"
 
 namespace openreg::torch_backend {
 
@@ -14,25 +13,9 @@ void ThrowRuntimeError(Error error, const char* call) {
   if (message.empty()) {
     message = std::string("openreg: ") + ErrorName(error) + " in " + call;
   }
-  // The exception class is the error table's (data_plane/error_codes.h).
-  switch (ErrorInfo(static_cast<int>(error)).python_exception) {
-    case PythonException::kOutOfMemoryError:
-      TORCH_CHECK_WITH(OutOfMemoryError, false, message);
-    case PythonException::kValueError:
-      TORCH_CHECK_VALUE(false, message);
-    case PythonException::kIndexError:
-      TORCH_CHECK_INDEX(false, message);
-    case PythonException::kTypeError:
-      TORCH_CHECK_TYPE(false, message);
-    case PythonException::kNotImplementedError:
-      TORCH_CHECK_NOT_IMPLEMENTED(false, message);
-    case PythonException::kLinAlgError:
-      TORCH_CHECK_WITH(LinAlgError, false, message);
-    case PythonException::kNone:
-    case PythonException::kRuntimeError:
-      break;
-  }
-  TORCH_CHECK(false, message);
+  // The exception class is the error table's (data_plane/error_codes.h),
+  // thrown as its c10 class (op_codec/error_classes.h).
+  op_codec::ThrowC10Error(ErrorInfo(static_cast<int>(error)).code, message);
 }
 
 }  // namespace openreg::torch_backend

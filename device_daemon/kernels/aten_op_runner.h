@@ -1,6 +1,6 @@
 // The daemon's OpRunner: ATen's CPU kernels on daemon-owned device memory.
 // Arguments are decoded and results encoded with the one op codec
-// (op_codec/op_codec.h); with op_table.cc, the only part of the daemon that
+// (op_codec/op_codec.h). kernels/ is the only part of the daemon that
 // includes ATen (compiling its headers is slow, and nothing else needs it).
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_ATEN_OP_RUNNER_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_ATEN_OP_RUNNER_H_

@@ -20,8 +20,8 @@
 #include "torch_backend/device_guard.h"
 #include "torch_backend/hooks.h"
 #include "torch_backend/host_allocator.h"
+#include "torch_backend/kernel_warnings.h"
 #include "torch_backend/kernels/remote_launch.h"
-#include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {

@@ -26,6 +26,7 @@
 #include "data_plane/tensor_extent.h"
 #include "torch_backend/device_allocator.h"
 #include "torch_backend/hooks.h"
+#include "torch_backend/kernel_warnings.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/meta_cache.h"
 #include "torch_backend/kernels/output_layout.h"

@@ -8,6 +8,7 @@
 #include "torch_backend/command_phase.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/generator.h"
+#include "torch_backend/kernel_warnings.h"
 #include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
 

@@ -1,0 +1,252 @@
+#include "device_daemon/kernels/kernel_launch.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/util/Exception.h>
+
+#include <mutex>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "device_daemon/base/errors.h"
+#include "device_daemon/kernels/launch_error.h"
+#include "device_daemon/kernels/warn_once_probe.h"
+
+namespace openreg::daemon {
+namespace {
+
+// Serializes the ops that borrow the daemon's CPU default generator (random
+// ops without a Generator parameter): each reseeds it, runs, and must not
+// interleave with another.
+std::mutex g_default_generator_mutex;
+
+// Collects the warnings a kernel raises on this thread (c10's warning
+// handler is thread-local), for the client to raise again; each is encoded
+// at once, while warn_once_probe.h can still tell a TORCH_WARN_ONCE.
+class WarningCollector : public c10::WarningHandler {
+ public:
+  WarningCollector() { TakeWarnOnceMark(); }  // a stale mark is not ours
+  void process(const c10::Warning& warning) override;
+  const std::vector<proto::KernelWarning>& warnings() const {
+    return warnings_;
+  }
+
+ private:
+  std::vector<proto::KernelWarning> warnings_;
+};
+
+// Passes warnings on to the handler that was current, except ATen's
+// "output ... was resized" warning: an op the client called without out=
+// and the daemon runs as its out= overload may resize the output on the
+// way (mse_loss.out with a reduction), which the functional op never warns
+// about on CPU.
+class OutVariantWarningFilter : public c10::WarningHandler {
+ public:
+  OutVariantWarningFilter() : next_(c10::WarningUtils::get_warning_handler()) {}
+  void process(const c10::Warning& warning) override {
+    if (absl::StartsWith(warning.msg(),
+                         "An output with one or more elements was resized")) {
+      TakeWarnOnceMark();
+      return;
+    }
+    next_->process(warning);
+  }
+
+ private:
+  c10::WarningHandler* const next_;
+};
+
+void EncodeWarning(const c10::Warning& warning, proto::KernelWarning* out) {
+  out->set_message(warning.msg());
+  out->set_once(TakeWarnOnceMark());
+  out->set_deprecation(
+      std::holds_alternative<c10::DeprecationWarning>(warning.type()));
+  const c10::SourceLocation& where = warning.source_location();
+  if (where.function != nullptr) out->set_function(where.function);
+  if (where.file != nullptr) out->set_file(where.file);
+  out->set_line(where.line);
+}
+
+void WarningCollector::process(const c10::Warning& warning) {
+  EncodeWarning(warning, &warnings_.emplace_back());
+}
+
+}  // namespace
+
+absl::Status KernelLaunch::Run(uint64_t sequence, WrittenTensors* written) {
+  absl::Status ran = RunKernel(sequence);
+  if (ran.ok() && written != nullptr && resolved_ != nullptr) {
+    CollectWritten(resolved_->handle.schema(), written);
+  }
+  return ran;
+}
+
+absl::Status KernelLaunch::RunKernel(uint64_t sequence) {
+  absl::StatusOr<const ResolvedOp*> resolved = Resolve();
+  if (!resolved.ok()) return resolved.status();
+  resolved_ = *resolved;
+  absl::StatusOr<torch::jit::Stack> stack =
+      decoder_.BuildStack((*resolved)->handle.schema());
+  if (!stack.ok()) return stack.status();
+  if (absl::Status outputs = decoder_.ValidateOutputs(); !outputs.ok()) {
+    return outputs;
+  }
+  if (!op_.synchronous()) {
+    // Warnings of an asynchronous kernel (value-dependent ones: the checked
+    // first launch of the signature replied with the others) wait in the
+    // stream's mailbox for the client's next synchronization.
+    WarningCollector collector;
+    absl::Status ran;
+    {
+      const c10::WarningUtils::WarningHandlerGuard guard(&collector);
+      ran = RunAsynchronous(**resolved, &*stack);
+    }
+    reply_.PostWarnings(collector.warnings());
+    return ran;
+  }
+  if (op_.outputs_size() == 0) {
+    return RunSynchronous((*resolved)->handle, &*stack, sequence);
+  }
+  return RunChecked(**resolved, &*stack, sequence);
+}
+
+void KernelLaunch::CollectWritten(const c10::FunctionSchema& schema,
+                                  WrittenTensors* written) const {
+  written->assign(op_.outputs().begin(), op_.outputs().end());
+  if (!written->empty()) return;
+  // A synchronous launch's results, in memory the daemon allocated.
+  written->assign(reply_.reply_tensors().begin(), reply_.reply_tensors().end());
+  if (!written->empty()) return;
+  // In-place and out= kernels write through their (mutable) arguments.
+  const std::vector<c10::Argument>& arguments = schema.arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    const c10::AliasInfo* alias = arguments[i].alias_info();
+    if (alias != nullptr && alias->isWrite() &&
+        i < static_cast<size_t>(op_.arguments_size()) &&
+        op_.arguments(static_cast<int>(i)).has_tensor()) {
+      written->push_back(op_.arguments(static_cast<int>(i)).tensor());
+    }
+  }
+}
+
+absl::StatusOr<const ResolvedOp*> KernelLaunch::Resolve() const {
+  const ResolvedOp* resolved = ResolveOp(op_.name(), op_.overload());
+  if (resolved == nullptr) {
+    // Like an op without a kernel for a backend: NotImplementedError.
+    return MakeError(
+        proto::KERNEL_NOT_IMPLEMENTED_ERROR,
+        absl::StrCat("unknown operator ", OpName(op_),
+                     ": the daemon has no kernel for it (load the library "
+                     "that defines it with --kernel_library)"));
+  }
+  return resolved;
+}
+
+absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,
+                                           torch::jit::Stack* stack) {
+  if (resolved.out_variant.has_value() &&
+      static_cast<size_t>(op_.outputs_size()) ==
+          resolved.handle.schema().returns().size()) {
+    return RunOutVariant(*resolved.out_variant, stack);
+  }
+  ReplaceOutArguments(resolved.handle.schema(), stack, &out_arguments_);
+  Call(resolved.handle, stack);
+  return reply_.CopyToOutputs(*stack);
+}
+
+absl::Status KernelLaunch::RunSynchronous(const c10::OperatorHandle& handle,
+                                          torch::jit::Stack* stack,
+                                          uint64_t sequence) {
+  ReplaceOutArguments(handle.schema(), stack, &out_arguments_);
+  // The client waits for this reply, so the kernel's warnings reach it at
+  // the call, as they would on CPU.
+  WarningCollector collector;
+  {
+    const c10::WarningUtils::WarningHandlerGuard guard(&collector);
+    Call(handle, stack);
+  }
+  FinishOutArguments(&out_arguments_);
+  return reply_.WriteReply(handle.schema(), *stack, out_arguments_,
+                           collector.warnings(), sequence);
+}
+
+absl::Status KernelLaunch::RunChecked(const ResolvedOp& resolved,
+                                      torch::jit::Stack* stack,
+                                      uint64_t sequence) {
+  WarningCollector collector;
+  {
+    const c10::WarningUtils::WarningHandlerGuard guard(&collector);
+    absl::Status ran = RunAsynchronous(resolved, stack);
+    if (!ran.ok()) return ran;
+  }
+  return reply_.WriteReply(resolved.handle.schema(), /*stack=*/{},
+                           out_arguments_, collector.warnings(), sequence);
+}
+
+absl::Status KernelLaunch::RunOutVariant(const c10::OperatorHandle& out_variant,
+                                         torch::jit::Stack* stack) {
+  // Some out= kernels resize their output on the way (mse_loss.out with a
+  // reduction first writes the elementwise loss into it): the outputs are
+  // growable, and one whose memory moved is copied back below.
+  std::vector<const void*> client_memory;
+  client_memory.reserve(op_.outputs_size());
+  for (const proto::TensorRef& output : op_.outputs()) {
+    absl::StatusOr<at::Tensor> tensor =
+        decoder_.DeviceTensor(output, /*growable=*/true);
+    if (!tensor.ok()) return tensor.status();
+    client_memory.push_back(tensor->data_ptr());
+    stack->push_back(*std::move(tensor));
+  }
+  {
+    OutVariantWarningFilter filter;
+    const c10::WarningUtils::WarningHandlerGuard guard(&filter);
+    Call(out_variant, stack);
+  }
+  if (stack->size() != client_memory.size()) {
+    return LaunchError(
+        op_, proto::INTERNAL,
+        absl::StrCat("the out= overload returned ", stack->size(),
+                     " values for ", client_memory.size(), " outputs"));
+  }
+  for (size_t i = 0; i < client_memory.size(); ++i) {
+    const at::Tensor& result = (*stack)[i].toTensor();
+    const proto::TensorRef& ref = op_.outputs(static_cast<int>(i));
+    if (result.data_ptr() == client_memory[i] &&
+        result.sizes() ==
+            c10::IntArrayRef(ref.sizes().data(), ref.sizes_size()) &&
+        result.strides() ==
+            c10::IntArrayRef(ref.strides().data(), ref.strides_size())) {
+      continue;  // written in place
+    }
+    absl::StatusOr<at::Tensor> destination = decoder_.DeviceTensor(ref);
+    if (!destination.ok()) return destination.status();
+    if (destination->sizes() != result.sizes()) {
+      return LaunchError(op_, proto::KERNEL_FAILURE,
+                         absl::StrCat("output ", i, " has shape ",
+                                      ShapeString(destination->sizes()),
+                                      " but the kernel produced ",
+                                      ShapeString(result.sizes())));
+    }
+    destination->copy_(result);
+  }
+  return absl::OkStatus();
+}
+
+void KernelLaunch::Call(const c10::OperatorHandle& handle,
+                        torch::jit::Stack* stack) {
+  if (!op_.has_default_generator()) {
+    handle.callBoxed(stack);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(g_default_generator_mutex);
+  at::Generator cpu_default = at::detail::getDefaultCPUGenerator();
+  {
+    std::lock_guard<std::mutex> seed_lock(cpu_default.mutex());
+    cpu_default.set_current_seed(EngineSeed(op_.default_generator()));
+  }
+  handle.callBoxed(stack);
+}
+
+}  // namespace openreg::daemon

@@ -1,0 +1,81 @@
+// The run of one launch: resolves the op in the dispatcher, has the
+// decoder build its argument stack, calls the kernel and has the reply
+// deliver the results. In between it owns what surrounds the call: the
+// out= stand-ins (out_arguments.h), a structured op run as its out=
+// overload straight into the client's outputs, the CPU default generator
+// seeded for ops that borrow it, and the c10 warning handlers that collect
+// the kernel's warnings (for the reply, or the stream's mailbox when the
+// launch is asynchronous).
+//
+// Promises: a bad argument or output fails the launch before the kernel
+// runs; on success `written` names every device tensor the kernel wrote.
+// Kernel exceptions pass through (AtenOpRunner::Run turns them into
+// errors). One per launch, on the stack of AtenOpRunner::Run, over the
+// decoder and reply it is given.
+#ifndef OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_LAUNCH_H_
+#define OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_LAUNCH_H_
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/function_schema.h>
+#include <ATen/core/stack.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "device_daemon/execution/fault_hook.h"
+#include "device_daemon/kernels/launch_decoder.h"
+#include "device_daemon/kernels/launch_reply.h"
+#include "device_daemon/kernels/op_table.h"
+#include "device_daemon/kernels/out_arguments.h"
+#include "protos/commands.pb.h"
+
+namespace openreg::daemon {
+
+class KernelLaunch {
+ public:
+  KernelLaunch(const proto::LaunchOp& op, LaunchDecoder& decoder,
+               LaunchReply& reply)
+      : op_(op), decoder_(decoder), reply_(reply) {}
+
+  // On success, `written` (if not null) gets the tensors the kernel wrote.
+  absl::Status Run(uint64_t sequence, WrittenTensors* written);
+
+ private:
+  // Resolves, decodes and runs the op (Run without the bookkeeping).
+  absl::Status RunKernel(uint64_t sequence);
+  void CollectWritten(const c10::FunctionSchema& schema,
+                      WrittenTensors* written) const;
+  // The steps of Run, in order.
+  absl::StatusOr<const ResolvedOp*> Resolve() const;
+  absl::Status RunAsynchronous(const ResolvedOp& resolved,
+                               torch::jit::Stack* stack);
+  absl::Status RunSynchronous(const c10::OperatorHandle& handle,
+                              torch::jit::Stack* stack, uint64_t sequence);
+  // An asynchronous launch the client waits for: the reply carries the
+  // kernel's warnings only.
+  absl::Status RunChecked(const ResolvedOp& resolved, torch::jit::Stack* stack,
+                          uint64_t sequence);
+
+  // Runs a structured op's out= overload on `stack` (the functional
+  // arguments) followed by the launch's outputs: the kernel writes the
+  // results in place. Client outputs are sized by the Meta kernel, which
+  // for structured ops is the out= kernel's own shape logic, so no
+  // growable stand-ins are needed (a resize would fail the launch).
+  absl::Status RunOutVariant(const c10::OperatorHandle& out_variant,
+                             torch::jit::Stack* stack);
+  // Calls the kernel; ops that borrow the daemon's CPU default generator
+  // get it seeded from the launch's draw, under its lock.
+  void Call(const c10::OperatorHandle& handle, torch::jit::Stack* stack);
+
+  const proto::LaunchOp& op_;
+  LaunchDecoder& decoder_;
+  LaunchReply& reply_;
+  const ResolvedOp* resolved_ = nullptr;  // set once the op is looked up
+  OutArguments out_arguments_;
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_LAUNCH_H_

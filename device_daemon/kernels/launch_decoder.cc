@@ -1,0 +1,143 @@
+#include "device_daemon/kernels/launch_decoder.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ops/_validate_sparse_coo_tensor_args.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "data_plane/tensor_extent.h"
+#include "device_daemon/base/errors.h"
+#include "device_daemon/kernels/launch_error.h"
+#include "device_daemon/sessions/session.h"
+
+namespace openreg::daemon {
+namespace {
+
+// Backing for tensors with no elements: a tensor wants a pointer, and an
+// empty tensor's address need not point at any allocation.
+alignas(64) char g_empty_tensor_storage[64];
+
+}  // namespace
+
+// A splitmix64-style mix, so that neighbouring offsets (successive ops) and
+// neighbouring seeds give unrelated streams.
+uint64_t EngineSeed(const proto::GeneratorState& state) {
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;
+  return mix(state.seed() + kGoldenGamma * (mix(state.offset()) + 1));
+}
+
+absl::Status LaunchDecoder::CheckSparseIndices(const at::Tensor& indices,
+                                               c10::IntArrayRef sizes) {
+  // ATen's check with stand-in values of shape [nnz] against the sparse
+  // dims only: the codec has checked the shapes, this checks the indices.
+  const int64_t sparse_dim = indices.size(0);
+  try {
+    at::_validate_sparse_coo_tensor_args(
+        indices, at::empty({indices.size(1)}, at::kByte),
+        sizes.slice(0, sparse_dim), /*is_coalesced=*/std::nullopt);
+  } catch (const c10::Error& error) {
+    return LaunchError(
+        op_, proto::INVALID_VALUE,
+        absl::StrCat("sparse tensor: ", error.what_without_backtrace()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> LaunchDecoder::DeviceTensor(
+    const proto::TensorRef& ref, bool growable) {
+  TensorExtent extent;
+  absl::StatusOr<PinnedRange> pinned = session_.PinTensor(ref, &extent);
+  if (!pinned.ok()) return pinned.status();
+  void* data = pinned->data != nullptr ? pinned->data : g_empty_tensor_storage;
+  // The storage keeps the allocation pinned for as long as ATen holds the
+  // tensor (also when an op returns a view of it). Built directly rather
+  // than with at::from_blob: this is the per-tensor cost of every launch.
+  auto* pin = new std::shared_ptr<DeviceBuffer>(std::move(pinned->buffer));
+  c10::DataPtr data_ptr(
+      data, pin,
+      [](void* context) {
+        delete static_cast<std::shared_ptr<DeviceBuffer>*>(context);
+      },
+      c10::Device(c10::kCPU));
+  c10::Storage storage(c10::Storage::use_byte_size_t(), extent.span_bytes,
+                       std::move(data_ptr),
+                       growable ? c10::GetCPUAllocator() : nullptr,
+                       /*resizable=*/growable);
+  return op_codec::TensorOverStorage(std::move(storage), c10::DispatchKey::CPU,
+                                     ref);
+}
+
+absl::StatusOr<c10::Device> LaunchDecoder::DecodeDevice(int32_t index) {
+  if (!session_.devices().IsValid(index)) {
+    return MakeError(
+        proto::INVALID_DEVICE,
+        absl::StrCat("names device ", index, " but the daemon has ",
+                     session_.devices().count()));
+  }
+  return c10::Device(c10::kCPU);
+}
+
+absl::StatusOr<c10::IValue> LaunchDecoder::DecodeGenerator(
+    const proto::GeneratorState& state) {
+  return c10::IValue(
+      at::make_generator<at::CPUGeneratorImpl>(EngineSeed(state)));
+}
+
+absl::StatusOr<torch::jit::Stack> LaunchDecoder::BuildStack(
+    const c10::FunctionSchema& schema) {
+  const std::vector<c10::Argument>& parameters = schema.arguments();
+  if (static_cast<size_t>(op_.arguments_size()) > parameters.size()) {
+    return LaunchError(
+        op_, proto::INVALID_VALUE,
+        absl::StrCat("got ", op_.arguments_size(),
+                     " arguments, the schema takes ", parameters.size()));
+  }
+  torch::jit::Stack stack;
+  stack.reserve(parameters.size());
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (i < static_cast<size_t>(op_.arguments_size())) {
+      absl::StatusOr<c10::IValue> value = op_codec::DecodeValue(
+          op_.arguments(static_cast<int>(i)), &parameters[i], *this);
+      if (!value.ok()) return LaunchError(op_, value.status());
+      stack.push_back(*std::move(value));
+    } else if (parameters[i].default_value().has_value()) {
+      stack.push_back(*parameters[i].default_value());
+    } else {
+      return LaunchError(
+          op_, proto::INVALID_VALUE,
+          absl::StrCat("missing argument '", parameters[i].name(), "'"));
+    }
+  }
+  return stack;
+}
+
+absl::Status LaunchDecoder::ValidateOutputs() const {
+  for (const proto::TensorRef& output : op_.outputs()) {
+    absl::Status valid = op_codec::CheckTensorRef(output);
+    if (valid.ok()) valid = session_.ValidateTensor(output).status();
+    if (!valid.ok()) {
+      return LaunchError(op_, ErrorCodeOf(valid),
+                         absl::StrCat("output: ", valid.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LaunchDecoder::EncodeTensor(const at::Tensor& /*tensor*/,
+                                         proto::Argument* /*out*/) {
+  return MakeError(proto::INTERNAL, "the launch decoder encodes no results");
+}
+
+}  // namespace openreg::daemon

@@ -1,0 +1,84 @@
+// The decode side of one launch: turns a LaunchOp's arguments into the
+// argument stack its kernel is called with, and its TensorRefs into CPU
+// tensors over the session's device memory. It is the daemon's decoding
+// half of the one op codec (op_codec/op_codec.h): device tensors are CPU
+// tensors over pinned session memory, devices are the CPU (ops run there,
+// whatever device they target), generators are CPU engines seeded from the
+// client generator's draw.
+//
+// Promises: nothing is trusted. Every TensorRef is checked (op_codec::
+// CheckTensorRef, then the session's extent check) and its memory stays
+// pinned for as long as ATen holds the tensor; device indices and sparse
+// indices are checked before a kernel sees them. Errors name the op
+// (launch_error.h). One decoder per launch, on the stack of
+// AtenOpRunner::Run.
+#ifndef OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_DECODER_H_
+#define OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_DECODER_H_
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+#include <ATen/core/stack.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "device_daemon/execution/stream_context.h"
+#include "op_codec/op_codec.h"
+#include "protos/commands.pb.h"
+
+namespace openreg::daemon {
+
+class Session;
+
+// The seed of the CPU engine one random op runs with, from the client
+// generator's (seed, offset).
+uint64_t EngineSeed(const proto::GeneratorState& state);
+
+class LaunchDecoder : public op_codec::DeviceTensorCodec {
+ public:
+  LaunchDecoder(const StreamContext& context, const proto::LaunchOp& op)
+      : session_(*context.session), op_(op) {}
+
+  // The kernel's argument stack: the launch's arguments decoded against
+  // `schema`, then the schema's defaults for the ones the client left out.
+  absl::StatusOr<torch::jit::Stack> BuildStack(
+      const c10::FunctionSchema& schema);
+  // Outputs are checked before the kernel runs so that a bad TensorRef
+  // fails the launch without side effects.
+  absl::Status ValidateOutputs() const;
+
+  // A CPU tensor over the session memory `ref` names (extent validated,
+  // memory pinned). Its dtype and bits were checked by op_codec::
+  // CheckTensorRef (DecodeValue for arguments, ValidateOutputs for
+  // outputs). A `growable` tensor's storage may be resized by the kernel: the
+  // data then moves to daemon heap memory (see KernelLaunch::RunOutVariant).
+  absl::StatusOr<at::Tensor> DeviceTensor(const proto::TensorRef& ref,
+                                          bool growable = false);
+
+  // op_codec::DeviceTensorCodec:
+  // The decode side encodes nothing (results: launch_reply.h).
+  absl::Status EncodeTensor(const at::Tensor& tensor,
+                            proto::Argument* out) override;
+  absl::StatusOr<at::Tensor> DecodeTensorRef(
+      const proto::TensorRef& ref) override {
+    return DeviceTensor(ref);
+  }
+  // Ops run on the CPU inside the daemon, whatever device they target.
+  absl::StatusOr<c10::Device> DecodeDevice(int32_t index) override;
+  // Sparse kernels index memory with these values: ATen's own check
+  // (every index within its dim's size) before any kernel sees them.
+  absl::Status CheckSparseIndices(const at::Tensor& indices,
+                                  c10::IntArrayRef sizes) override;
+  absl::StatusOr<c10::IValue> DecodeGenerator(
+      const proto::GeneratorState& state) override;
+
+ private:
+  Session& session_;
+  const proto::LaunchOp& op_;
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_DECODER_H_
