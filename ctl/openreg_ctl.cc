@@ -25,9 +25,9 @@
 #include "absl/strings/str_join.h"
 #include "command_line/help_flag.h"
 #include "data_plane/error_codes.h"
+#include "data_plane/fault_plan.h"
 #include "data_plane/reply_json.h"
 #include "data_plane/socket_path.h"
-#include "fault_injection/fault_plan.h"
 #include "grpcpp/grpcpp.h"
 #include "protos/control.grpc.pb.h"
 
@@ -149,7 +149,8 @@ int FaultLog(Stub& stub) {
                 << record.model() << ")  pid " << record.pid()
                 << "  openreg:" << record.device() << " stream "
                 << record.stream() << "  " << record.command() << " ["
-                << record.phase() << "]  " << record.message();
+                << faults::PlanWord(record.phase()) << "]  "
+                << record.message();
       if (!record.value_before().empty()) {
         std::cout << "  element " << record.element() << " bits "
                   << absl::StrJoin(record.bits(), ",") << ": "
@@ -189,8 +190,9 @@ int Profile(Stub& stub) {
                    "--profile_commands)\n";
     }
     for (const proto::CommandCount& count : reply.counts()) {
-      std::cout << "openreg:" << count.device() << "  " << count.kind() << "  "
-                << count.op() << "  " << count.phase() << "  " << count.count()
+      std::cout << "openreg:" << count.device() << "  "
+                << faults::PlanWord(count.kind()) << "  " << count.op() << "  "
+                << faults::PlanWord(count.phase()) << "  " << count.count()
                 << "\n";
     }
   });

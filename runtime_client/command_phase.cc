@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "data_plane/error_codes.h"
-#include "fault_injection/fault_plan.h"
+#include "data_plane/fault_plan.h"
 #include "runtime_client/session.h"
 
 namespace openreg::client {

@@ -1,7 +1,7 @@
 // Fault injection from a client (faults.h): control-plane calls only.
 #include "openreg/faults.h"
 
-#include "fault_injection/fault_plan.h"
+#include "data_plane/fault_plan.h"
 #include "runtime_client/client.h"
 #include "runtime_client/command_phase.h"
 #include "runtime_client/thread_state.h"
@@ -89,6 +89,5 @@ Error GetCommandProfile(proto::GetCommandProfileReply* reply) {
 }
 
 void SetCommandPhase(int phase) { client::SetThreadCommandPhase(phase); }
-int GetCommandPhase() { return client::ThreadCommandPhase(); }
 
 }  // namespace openreg

@@ -69,7 +69,7 @@ class BlockCache {
     StreamId stream = 0;
     bool allocated = false;
     bool small_pool = false;
-    bool shared = false;  // exported through an IPC handle
+    bool shared = false;    // exported through an IPC handle
     Block* prev = nullptr;  // neighbours within one segment
     Block* next = nullptr;
     absl::flat_hash_set<StreamId> stream_uses;

@@ -13,11 +13,11 @@ thread_local bool in_optimizer_step = false;
 }  // namespace
 
 void StampCommandPhase() {
-  proto::CommandPhase phase = proto::PHASE_FORWARD;
+  proto::CommandPhase phase = proto::FORWARD;
   if (in_optimizer_step) {
-    phase = proto::PHASE_OPTIMIZER;
+    phase = proto::OPTIMIZER;
   } else if (torch::autograd::get_current_graph_task_id() != -1) {
-    phase = proto::PHASE_BACKWARD;
+    phase = proto::BACKWARD;
   }
   SetCommandPhase(phase);
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "data_plane/fault_plan.h"
 #include "data_plane/reply_json.h"
 #include "openreg/faults.h"
 #include "torch_backend/command_phase.h"
@@ -53,6 +54,7 @@ void RegisterFaultBindings(py::module& m) {
   m.def("_list_faults", &List);
   m.def("_fault_log", &Log, py::arg("since"));
   m.def("_command_profile", &Profile);
+  m.def("_fault_plan_vocabulary", &faults::PlanVocabularyJson);
   m.def(
       "_reset_device", [](int device) { OPENREG_CHECK(ResetDevice(device)); },
       py::arg("device"));

@@ -12,7 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "device_daemon/faults/fault_trigger.h"
+#include "device_daemon/faults/command_facts.h"
 #include "protos/faults.pb.h"
 
 namespace openreg::daemon {
@@ -23,7 +23,8 @@ class CommandProfile {
   std::vector<proto::CommandCount> Snapshot() const;
 
  private:
-  using Key = std::tuple<int, std::string, std::string, int>;
+  // device, kind, "name.overload", phase.
+  using Key = std::tuple<int, int, std::string, int>;
   mutable absl::Mutex mutex_;
   std::map<Key, uint64_t> counts_ ABSL_GUARDED_BY(mutex_);
 };

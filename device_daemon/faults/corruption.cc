@@ -83,10 +83,11 @@ std::vector<uint32_t> CorruptElement(char* element, int width_bytes,
                                      std::mt19937_64& rng) {
   const uint32_t width = static_cast<uint32_t>(width_bytes) * 8;
   std::vector<uint32_t> bits;
-  const std::string& pattern = corruption.pattern();
-  if (pattern == "zero" || pattern == "random_value") {
+  const proto::Corruption::Pattern pattern = corruption.pattern();
+  if (pattern == proto::Corruption::ZERO ||
+      pattern == proto::Corruption::RANDOM_VALUE) {
     for (uint32_t bit = 0; bit < width; ++bit) bits.push_back(bit);
-    if (pattern == "zero") {
+    if (pattern == proto::Corruption::ZERO) {
       std::memset(element, 0, width_bytes);
     } else {
       for (int i = 0; i < width_bytes; ++i) {

@@ -5,10 +5,14 @@
 // sticky, put a device in the FAULT or lost state, hang or slow a stream,
 // drop a session, abort the daemon. Every firing is logged (FaultLog).
 //
-// Thread model: BeforeCommand / AfterCommand run on stream workers (the
+// The injector is the hook and the models that act on a command or a
+// session (failures, sticky errors, device states, hangs, stragglers,
+// dropped sessions, aborts); the armed faults are its FaultRegistry, the
+// corruption models are tensor_corruption.h and memory_corruption.h.
+//
+// Thread model: BeforeCommand / AfterCommand run on executor threads (the
 // after-effects of a command's firings wait in a thread-local list between
 // the two calls); BeforeAllocate and the control calls on gRPC threads.
-// Arming is rare, matching frequent: faults are read under a reader lock.
 #ifndef OPENREG_DEVICE_DAEMON_FAULTS_FAULT_INJECTOR_H_
 #define OPENREG_DEVICE_DAEMON_FAULTS_FAULT_INJECTOR_H_
 
@@ -16,8 +20,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
-#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,9 +27,11 @@
 #include "absl/synchronization/mutex.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/execution/fault_hook.h"
+#include "device_daemon/faults/armed_fault.h"
+#include "device_daemon/faults/command_facts.h"
 #include "device_daemon/faults/command_profile.h"
 #include "device_daemon/faults/fault_log.h"
-#include "device_daemon/faults/fault_trigger.h"
+#include "device_daemon/faults/fault_registry.h"
 #include "protos/faults.pb.h"
 
 namespace openreg::daemon {
@@ -52,7 +56,7 @@ class FaultInjector : public FaultHook {
   // INVALID_HANDLE names an id that is not armed (or not the session's).
   absl::StatusOr<uint32_t> Disarm(const std::vector<uint32_t>& ids,
                                   uint64_t session_id);
-  std::vector<proto::ArmedFault> List() const;
+  std::vector<proto::ArmedFault> List() const { return registry_.List(); }
   const FaultLog& log() const { return log_; }
   bool profiling() const { return profile_commands_; }
   std::vector<proto::CommandCount> Profile() const {
@@ -74,11 +78,6 @@ class FaultInjector : public FaultHook {
   void SessionClosed(uint64_t session_id) override;
 
  private:
-  struct ArmedFault;
-  struct Firing {
-    std::shared_ptr<ArmedFault> fault;
-    uint64_t match = 0;
-  };
   // An injected out-of-memory also fails the retries the client makes for
   // the same request (after freeing cached memory), as many as these.
   struct FailingAllocation {
@@ -88,8 +87,6 @@ class FaultInjector : public FaultHook {
     absl::Status error;
   };
 
-  // The faults whose trigger fires on `facts`.
-  std::vector<Firing> Evaluate(const CommandFacts& facts) const;
   // Acts on a firing before the command runs (null `context` and
   // `command` for an allocation). Effects that need the command's result
   // go to `after`.
@@ -97,19 +94,10 @@ class FaultInjector : public FaultHook {
                           const StreamContext* context, Session& session,
                           const proto::Command* command,
                           std::vector<Firing>* after);
-  // Corrupts one of `tensors`: what the kernel wrote, or (`inputs`) its
-  // tensor arguments before it runs.
-  void CorruptTensors(const Firing& firing, const CommandFacts& facts,
-                      Session& session, const WrittenTensors& tensors,
-                      bool inputs);
-  void CorruptCopyDestination(const Firing& firing, const CommandFacts& facts,
-                              Session& session, const proto::Command& command);
-  void CorruptMemoryAtRest(const Firing& firing, const CommandFacts& facts,
-                           Session& session);
-  void EnforceStuckRange(const Firing& firing, const CommandFacts& facts);
-  proto::FaultRecord NewRecord(const Firing& firing,
-                               const CommandFacts& facts) const;
-  void UpdateActive();
+  // Publishes whether anything is armed or profiled; called with `mutex_`
+  // held after every change to the registry, so concurrent changes cannot
+  // publish a stale answer.
+  void UpdateActive() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   // The calling stream worker's firings whose effect follows the command:
   // filled by BeforeCommand, consumed by AfterCommand on the same thread.
@@ -120,10 +108,9 @@ class FaultInjector : public FaultHook {
   std::atomic<bool> active_;
   FaultLog log_;
   CommandProfile profile_;
+  FaultRegistry registry_;
 
   mutable absl::Mutex mutex_;
-  std::vector<std::shared_ptr<ArmedFault>> faults_ ABSL_GUARDED_BY(mutex_);
-  uint32_t next_id_ ABSL_GUARDED_BY(mutex_) = 1;
   std::function<void(uint64_t)> disconnect_ ABSL_GUARDED_BY(mutex_);
   std::map<uint64_t, FailingAllocation> failing_allocations_
       ABSL_GUARDED_BY(mutex_);

@@ -6,7 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "fault_injection/fault_plan.h"
+#include "data_plane/fault_plan.h"
 
 namespace openreg::daemon {
 namespace {
@@ -38,9 +38,7 @@ FaultTrigger::FaultTrigger(const proto::FaultSpec& spec, uint64_t session_id,
       session_id_(session_id),
       armed_at_(armed_at),
       kind_(faults::EffectiveKind(spec)),
-      phase_(spec.trigger().phase().empty()
-                 ? -1
-                 : faults::PhaseFromName(spec.trigger().phase())),
+      phase_(spec.trigger().has_phase() ? spec.trigger().phase() : -1),
       op_is_glob_(spec.trigger().op().find_first_of("*?[") !=
                   std::string::npos),
       times_(EffectiveTimes(spec)) {}
@@ -85,7 +83,7 @@ bool FaultTrigger::GlobMatches(absl::string_view name,
 
 bool FaultTrigger::Matches(const CommandFacts& facts) const {
   if (session_id_ != 0 && facts.session_id != session_id_) return false;
-  if (!kind_.empty() && facts.kind != kind_) return false;
+  if (kind_ != proto::ANY && facts.kind != kind_) return false;
   if (trigger_.has_device() && facts.device != trigger_.device()) return false;
   if (trigger_.has_pid() && facts.pid != trigger_.pid()) return false;
   if (trigger_.has_stream() && facts.stream != trigger_.stream()) return false;

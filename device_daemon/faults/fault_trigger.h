@@ -16,24 +16,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "device_daemon/faults/command_facts.h"
 #include "protos/faults.pb.h"
 
 namespace openreg::daemon {
-
-// What a trigger can know about a command (or an allocation).
-struct CommandFacts {
-  uint64_t session_id = 0;
-  int pid = 0;
-  int device = 0;
-  uint32_t stream = 0;
-  absl::string_view kind;      // faults::kKernelKind, ...
-  absl::string_view name;      // "aten::add", "copy_host_to_device"
-  absl::string_view overload;  // "Tensor" (kernels only)
-  int phase = 0;               // proto::CommandPhase
-  int written_tensors = 0;     // kernels: outputs the launch names
-  int tensor_arguments = 0;    // kernels: device tensor arguments
-  uint64_t sequence = 0;       // the command's sequence on its stream
-};
 
 // A deterministic generator for the `match`th match of a fault seeded
 // with `seed`; `salt` separates independent draws of one firing.
@@ -41,7 +27,7 @@ std::mt19937_64 FiringRng(uint64_t seed, uint64_t match, uint64_t salt);
 
 class FaultTrigger {
  public:
-  // `spec` was validated (fault_injection/fault_plan.h); `armed_at` starts
+  // `spec` was validated (data_plane/fault_plan.h); `armed_at` starts
   // the time window; `session_id` != 0 scopes the fault to that session.
   FaultTrigger(const proto::FaultSpec& spec, uint64_t session_id,
                absl::Time armed_at);
@@ -63,8 +49,8 @@ class FaultTrigger {
   const uint64_t seed_;
   const uint64_t session_id_;
   const absl::Time armed_at_;
-  const std::string kind_;  // "" = any
-  const int phase_;         // -1 = any
+  const proto::CommandKind kind_;  // ANY = every kind
+  const int phase_;                // -1 = any
   const bool op_is_glob_;
   const uint32_t times_;  // 0 = always
 

@@ -4,13 +4,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "data_plane/device_address.h"
+#include "data_plane/fault_plan.h"
 #include "data_plane/session_layout.h"
 #include "data_plane/socket_path.h"
 #include "device_daemon/base/byte_size.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/server/daemon.h"
 #include "device_daemon/sessions/session_registry.h"
-#include "fault_injection/fault_plan.h"
 
 ABSL_FLAG(int, devices, openreg::daemon::DaemonOptions().devices,
           "Number of emulated devices (1 to 64).");

@@ -22,8 +22,8 @@ using google::protobuf::util::MessageDifferencer;
 constexpr uint64_t kBufferBytes = 1 << 20;
 constexpr int kRandomLaunches = 200;
 
-const proto::CommandPhase kPhases[] = {
-    proto::PHASE_FORWARD, proto::PHASE_BACKWARD, proto::PHASE_OPTIMIZER};
+const proto::CommandPhase kPhases[] = {proto::FORWARD, proto::BACKWARD,
+                                       proto::OPTIMIZER};
 
 // Restores the thread's phase (forward) whatever a test set.
 class CommandEncodingTest : public ::testing::Test {
@@ -120,10 +120,10 @@ TEST_F(CommandEncodingTest, ForcedSynchronousInFieldOrderIsTheSameBytes) {
   op.set_name("aten::mm");
   op.add_arguments()->mutable_tensor()->set_address(0x1000);
   op.add_outputs()->set_address(0x2000);
-  SetThreadCommandPhase(proto::PHASE_BACKWARD);
+  SetThreadCommandPhase(proto::BACKWARD);
   EXPECT_EQ(EncodeLaunchCommand(9, op, /*force_synchronous=*/true),
             Serialized(LaunchCommand(9, op, /*force_synchronous=*/true,
-                                     proto::PHASE_BACKWARD)));
+                                     proto::BACKWARD)));
 }
 
 TEST_F(CommandEncodingTest, EveryCommandKindIsTheGeneratedSerialization) {
@@ -135,7 +135,7 @@ TEST_F(CommandEncodingTest, EveryCommandKindIsTheGeneratedSerialization) {
   }
   proto::Command ipc_wait;
   ipc_wait.set_sequence(5);
-  ipc_wait.set_phase(proto::PHASE_OPTIMIZER);
+  ipc_wait.set_phase(proto::OPTIMIZER);
   ipc_wait.mutable_wait_ipc_event()->set_event_slot(3);
   ipc_wait.mutable_wait_ipc_event()->set_generation(4);
   commands.push_back(ipc_wait);

@@ -16,11 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "data_plane/error_codes.h"
+#include "data_plane/fault_plan.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/execution/command_executor.h"
 #include "device_daemon/faults/corruption.h"
 #include "device_daemon/sessions/session.h"
-#include "fault_injection/fault_plan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/stream_driver.h"
@@ -428,16 +428,16 @@ TEST_F(FaultInjectorTest, AStuckBitIsForcedInEveryMatchingKernel) {
 TEST_F(FaultInjectorTest, TheProfileCountsCommandsByDeviceKindOpAndPhase) {
   StreamDriver stream = Driver(*session_, 0);
   proto::Command backward = Mul(output_);
-  backward.set_phase(proto::PHASE_BACKWARD);
+  backward.set_phase(proto::BACKWARD);
   ASSERT_EQ(stream.Run(Mul(output_)), std::nullopt);
   ASSERT_EQ(stream.Run(backward), std::nullopt);
   ASSERT_EQ(stream.Run(backward), std::nullopt);
-  std::map<std::string, uint64_t> counts;
+  std::map<proto::CommandPhase, uint64_t> counts;
   for (const proto::CommandCount& count : injector_->Profile()) {
-    if (count.kind() == "kernel") counts[count.phase()] += count.count();
+    if (count.kind() == proto::KERNEL) counts[count.phase()] += count.count();
   }
-  EXPECT_EQ(counts["forward"], 1u);
-  EXPECT_EQ(counts["backward"], 2u);
+  EXPECT_EQ(counts[proto::FORWARD], 1u);
+  EXPECT_EQ(counts[proto::BACKWARD], 2u);
 }
 
 TEST(CorruptionTest, ElementsAreShownInTheirDtype) {

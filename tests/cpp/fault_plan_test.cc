@@ -1,6 +1,6 @@
 // Fault plans: parsing (JSON) and the semantic checks every fault passes
 // before it is armed, whoever sends it.
-#include "fault_injection/fault_plan.h"
+#include "data_plane/fault_plan.h"
 
 #include <string>
 
@@ -12,6 +12,7 @@
 namespace openreg::faults {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
 proto::FaultPlan Parse(const std::string& json) {
@@ -110,14 +111,14 @@ TEST(FaultPlanTest, ModelsRefuseTriggersOnCommandsTheyCannotAffect) {
 TEST(FaultPlanTest, AnOpImpliesKernelsAndKindsDefaultToTheModels) {
   proto::FaultSpec spec;
   spec.mutable_sticky();
-  EXPECT_EQ(EffectiveKind(spec), "");
+  EXPECT_EQ(EffectiveKind(spec), proto::ANY);
   spec.mutable_trigger()->set_op("aten::add");
-  EXPECT_EQ(EffectiveKind(spec), "kernel");
+  EXPECT_EQ(EffectiveKind(spec), proto::KERNEL);
   spec.mutable_copy_failure();
   spec.mutable_trigger()->clear_op();
-  EXPECT_EQ(EffectiveKind(spec), "copy");
-  spec.mutable_trigger()->set_kind("any");
-  EXPECT_EQ(EffectiveKind(spec), "");
+  EXPECT_EQ(EffectiveKind(spec), proto::COPY);
+  spec.mutable_trigger()->set_kind(proto::ANY);
+  EXPECT_EQ(EffectiveKind(spec), proto::ANY);
 }
 
 TEST(FaultPlanTest, FaultsWithoutASessionMustSayWhomTheyAffect) {
@@ -135,10 +136,53 @@ TEST(FaultPlanTest, FaultsWithoutASessionMustSayWhomTheyAffect) {
                   .empty());
 }
 
-TEST(FaultPlanTest, PhasesHaveNames) {
-  EXPECT_EQ(PhaseFromName("backward"), proto::PHASE_BACKWARD);
-  EXPECT_EQ(PhaseName(proto::PHASE_OPTIMIZER), "optimizer");
-  EXPECT_EQ(PhaseFromName("lunch"), -1);
+TEST(FaultPlanTest, PlansWriteEnumValuesInLowerCase) {
+  absl::StatusOr<proto::FaultPlan> plan = ParseFaultPlan(R"({"faults": [
+      {"sticky": {"error": "ecc_uncorrectable"},
+       "trigger": {"kind": "kernel", "phase": "backward"}},
+      {"corrupt_output": {"pattern": "random_value"}}]})");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->faults(0).sticky().error(), proto::ECC_UNCORRECTABLE);
+  EXPECT_EQ(plan->faults(0).trigger().kind(), proto::KERNEL);
+  EXPECT_EQ(plan->faults(0).trigger().phase(), proto::BACKWARD);
+  EXPECT_EQ(plan->faults(1).corrupt_output().pattern(),
+            proto::Corruption::RANDOM_VALUE);
+  EXPECT_EQ(PlanWord(proto::OPTIMIZER), "optimizer");
+  EXPECT_EQ(PlanWord(proto::Corruption::BIT_FLIP), "bit_flip");
+}
+
+TEST(FaultPlanTest, AnUnknownWordIsRefusedWithTheWordsTheFieldTakes) {
+  EXPECT_THAT(Refusal(R"({"faults": [{"corrected_error": {},
+                          "trigger": {"phase": "lunch"}}]})"),
+              HasSubstr("faults[0].trigger.phase: \"lunch\" is not one of "
+                        "forward, backward, optimizer"));
+  EXPECT_THAT(Refusal(R"({"faults": [{"corrected_error": {},
+                          "trigger": {"kind": "meal"}}]})"),
+              HasSubstr("\"meal\" is not one of kernel, copy, allocation, "
+                        "free, other, any"));
+}
+
+TEST(FaultPlanTest, AnEnumValueFromABinaryRequestIsChecked) {
+  proto::FaultSpec spec;
+  spec.mutable_corrected_error();
+  spec.mutable_trigger()->set_kind(static_cast<proto::CommandKind>(42));
+  EXPECT_THAT(std::string(ValidateFaultSpec(spec, ArmedBy::kSession).message()),
+              HasSubstr("trigger.kind: 42 is not one of"));
+  spec.mutable_trigger()->set_kind(proto::ANY);
+  spec.mutable_sticky()->set_error(proto::OUT_OF_MEMORY);
+  EXPECT_THAT(std::string(ValidateFaultSpec(spec, ArmedBy::kSession).message()),
+              HasSubstr("sticky.error: \"out_of_memory\" is not one of "
+                        "illegal_address, ecc_uncorrectable"));
+}
+
+TEST(FaultPlanTest, TheVocabularyListsEveryModelWithItsKind) {
+  const std::string vocabulary = PlanVocabularyJson();
+  EXPECT_THAT(vocabulary,
+              AnyOf(HasSubstr(R"({"name":"corrupt_copy","kind":"copy"})"),
+                    HasSubstr(R"({"kind":"copy","name":"corrupt_copy"})")));
+  EXPECT_THAT(vocabulary, AnyOf(HasSubstr(R"({"name":"hang","kind":"any"})"),
+                                HasSubstr(R"({"kind":"any","name":"hang"})")));
+  EXPECT_THAT(vocabulary, HasSubstr("\"patterns\":[\"bit_flip\","));
 }
 
 TEST(FaultPlanTest, AMissingPlanFileIsNamed) {

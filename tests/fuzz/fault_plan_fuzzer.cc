@@ -11,9 +11,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "data_plane/error_codes.h"
+#include "data_plane/fault_plan.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/faults/fault_injector.h"
-#include "fault_injection/fault_plan.h"
 #include "tests/fuzz/allocation_limit.h"
 #include "tests/fuzz/fuzz_target.h"
 

@@ -13,31 +13,24 @@ import os
 __all__ = ["ConfigError", "DEFAULTS", "FLAGS", "MODELS", "PHASES",
            "corruption_models", "model_kind", "resolve"]
 
-# Every fault model of protos/faults.proto, with the command kind its
-# trigger targets; None: any command may trigger it (sampled among kernels
-# unless --kind says otherwise).
-MODELS = {
-    "corrupt_output": "kernel",
-    "corrupt_copy": "copy",
-    "corrupt_memory": None,
-    "corrupt_input": "kernel",
-    "stuck_at": "kernel",
-    "kernel_failure": "kernel",
-    "copy_failure": "copy",
-    "allocation_failure": "allocation",
-    "sticky": None,
-    "device_fault": None,
-    "device_lost": None,
-    "daemon_abort": None,
-    "disconnect": None,
-    "hang": None,
-    "slow": None,
-    "corrected_error": None,
-}
+
+def _plan_vocabulary():
+    """The plan's words, from protos/faults.proto (data_plane/fault_plan.h):
+    written once there, read here."""
+    import torch  # loads torch_openreg through the backend autoload
+    return torch.openreg.faults.vocabulary()
+
+
+_VOCABULARY = _plan_vocabulary()
+# Every fault model, with the command kind its trigger targets; None: any
+# command may trigger it (sampled among kernels unless --kind says
+# otherwise).
+MODELS = {model["name"]: None if model["kind"] == "any" else model["kind"]
+          for model in _VOCABULARY["models"]}
 # "any": every command (the population counts them all).
-KINDS = ("kernel", "copy", "allocation", "free", "other", "any")
-PHASES = ("forward", "backward", "optimizer")
-PATTERNS = ("bit_flip", "random_value", "zero")
+KINDS = tuple(_VOCABULARY["kinds"])
+PHASES = tuple(_VOCABULARY["phases"])
+PATTERNS = tuple(_VOCABULARY["patterns"])
 COMPARES = ("auto", "report", "stdout", "file")
 _CORRUPTIONS = ("corrupt_output", "corrupt_copy", "corrupt_memory",
                 "corrupt_input")

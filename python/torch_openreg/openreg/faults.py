@@ -220,6 +220,13 @@ def disarm(ids=None):
     return _C._disarm_faults(_builtin_list(ids))
 
 
+def vocabulary():
+    """The words plans use, from protos/faults.proto: {"kinds", "phases",
+    "patterns", "sticky_errors": [...], "models": [{"name", "kind"}, ...]}
+    (each model with the command kind it acts on; "any": every kind)."""
+    return json.loads(_C._fault_plan_vocabulary())
+
+
 def list():  # noqa: A001 - mirrors the CLI's `fault list`
     """Every armed fault in the daemon: dicts with id, spec, session_id,
     matches and fired."""

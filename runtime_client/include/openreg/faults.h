@@ -38,7 +38,6 @@ Error GetCommandProfile(proto::GetCommandProfileReply* reply);
 // (proto::CommandPhase): set by the framework integration from its
 // autograd state, read by fault triggers and the command profile.
 void SetCommandPhase(int phase);
-int GetCommandPhase();
 
 }  // namespace openreg
 

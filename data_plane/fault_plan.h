@@ -4,29 +4,32 @@
 // openreg-ctl). Shared by the daemon and the clients so that a bad plan is
 // refused with the same message everywhere, naming the bad field
 // ("faults[2].trigger.probability: ...").
-#ifndef OPENREG_FAULT_INJECTION_FAULT_PLAN_H_
-#define OPENREG_FAULT_INJECTION_FAULT_PLAN_H_
+//
+// The plan's vocabulary (command kinds, phases, corruption patterns, sticky
+// errors, models) is the enums and the model oneof of protos/faults.proto;
+// users write enum values in lower case ("kernel", "bit_flip"), which is
+// how messages and clients show them too (PlanWord).
+#ifndef OPENREG_DATA_PLANE_FAULT_PLAN_H_
+#define OPENREG_DATA_PLANE_FAULT_PLAN_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/generated_enum_reflection.h"
 #include "protos/faults.pb.h"
 
 namespace openreg::faults {
 
-// Command kinds and phases as plans, profiles and fault records name them.
-inline constexpr absl::string_view kKernelKind = "kernel";
-inline constexpr absl::string_view kCopyKind = "copy";
-inline constexpr absl::string_view kAllocationKind = "allocation";
-inline constexpr absl::string_view kFreeKind = "free";
-inline constexpr absl::string_view kOtherKind = "other";  // events, waits
-
-// "forward", "backward", "optimizer" for proto::CommandPhase values.
-absl::string_view PhaseName(int phase);
-// The CommandPhase value of `name`, or -1.
-int PhaseFromName(absl::string_view name);
+// The lower-case name of an enum value of the plan's vocabulary, as plans
+// write it: PlanWord(proto::BACKWARD) == "backward".
+std::string PlanWord(const google::protobuf::EnumDescriptor* type, int value);
+template <typename Enum>
+std::string PlanWord(Enum value) {
+  return PlanWord(google::protobuf::GetEnumDescriptor<Enum>(),
+                  static_cast<int>(value));
+}
 
 // Who arms a fault: a client session (unscoped faults are scoped to it) or
 // nobody in particular (the daemon's plan, openreg-ctl), where every fault
@@ -38,12 +41,12 @@ enum class ArmedBy { kSession, kOperator };
 std::string ModelName(const proto::FaultSpec& spec);
 
 // The kind of command a model acts on when the trigger names none
-// ("kernel" for output corruption, "" = any command for device models).
-absl::string_view DefaultKind(const proto::FaultSpec& spec);
+// (KERNEL for output corruption, ANY for device models).
+proto::CommandKind DefaultKind(const proto::FaultSpec& spec);
 
 // The kind of command the fault's trigger matches: trigger.kind, else
-// "kernel" when it names an op, else DefaultKind(); "" = any command.
-std::string EffectiveKind(const proto::FaultSpec& spec);
+// KERNEL when it names an op, else DefaultKind(); ANY = every command.
+proto::CommandKind EffectiveKind(const proto::FaultSpec& spec);
 
 // INVALID_VALUE naming the field when `spec` cannot be armed as given.
 absl::Status ValidateFaultSpec(const proto::FaultSpec& spec, ArmedBy armed_by);
@@ -59,6 +62,12 @@ absl::StatusOr<proto::FaultPlan> ParseFaultPlan(absl::string_view json);
 // Reads and parses a plan file; errors name the path.
 absl::StatusOr<proto::FaultPlan> ReadFaultPlanFile(const std::string& path);
 
+// The vocabulary, as JSON, for clients that build plans (openreg-fi):
+// {"kinds": [...], "phases": [...], "patterns": [...], "sticky_errors":
+// [...], "models": [{"name": "corrupt_output", "kind": "kernel"}, ...]}
+// (every model in declaration order, with its DefaultKind).
+std::string PlanVocabularyJson();
+
 }  // namespace openreg::faults
 
-#endif  // OPENREG_FAULT_INJECTION_FAULT_PLAN_H_
+#endif  // OPENREG_DATA_PLANE_FAULT_PLAN_H_

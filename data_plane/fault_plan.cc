@@ -1,13 +1,19 @@
-#include "fault_injection/fault_plan.h"
+#include "data_plane/fault_plan.h"
 
 #include <cmath>
 #include <fstream>
+#include <regex>
 #include <sstream>
+#include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
+#include "absl/strings/str_join.h"
 #include "data_plane/error_codes.h"
+#include "data_plane/reply_json.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "protos/commands.pb.h"
 
@@ -22,36 +28,67 @@ absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return MakeError(proto::INVALID_VALUE, absl::StrCat(field, ": ", why));
 }
 
-bool IsOneOf(absl::string_view value,
-             std::initializer_list<absl::string_view> allowed) {
-  for (absl::string_view candidate : allowed) {
-    if (value == candidate) return true;
+// The plan words of `type`'s values a plan may write: not CommandKind's
+// MODEL_KIND, which is what leaving the kind out means.
+std::vector<std::string> PlanWords(
+    const google::protobuf::EnumDescriptor* type) {
+  const int unset =
+      type == proto::CommandKind_descriptor() ? proto::MODEL_KIND : -1;
+  std::vector<std::string> words;
+  for (int i = 0; i < type->value_count(); ++i) {
+    if (type->value(i)->number() == unset) continue;
+    words.push_back(absl::AsciiStrToLower(type->value(i)->name()));
   }
-  return false;
+  return words;
+}
+
+// "`value` is not one of a, b, c" for a value a plan cannot hold.
+std::string NotOneOf(absl::string_view value,
+                     const std::vector<std::string>& allowed) {
+  return absl::StrCat(value, " is not one of ", absl::StrJoin(allowed, ", "));
+}
+
+// A field's enum value outside its type (a binary request from a newer or
+// hostile client: the JSON parser refuses those itself).
+template <typename Enum>
+absl::Status CheckEnum(absl::string_view field, int value,
+                       std::vector<int> allowed = {}) {
+  const google::protobuf::EnumDescriptor* type =
+      google::protobuf::GetEnumDescriptor<Enum>();
+  const bool known = type->FindValueByNumber(value) != nullptr;
+  const bool listed =
+      allowed.empty() ||
+      std::find(allowed.begin(), allowed.end(), value) != allowed.end();
+  if (known && listed) return absl::OkStatus();
+  std::vector<std::string> words;
+  if (allowed.empty()) words = PlanWords(type);
+  words.reserve(allowed.size());
+  for (int number : allowed) words.push_back(PlanWord(type, number));
+  return Invalid(
+      field, NotOneOf(known ? absl::StrCat("\"", PlanWord(type, value), "\"")
+                            : absl::StrCat(value),
+                      words));
 }
 
 absl::Status ValidateTrigger(const proto::Trigger& trigger,
-                             absl::string_view kind) {
+                             proto::CommandKind kind) {
   if (trigger.has_device() && trigger.device() < 0) {
     return Invalid("trigger.device", "must be a device index (>= 0)");
   }
-  if (!IsOneOf(trigger.kind(), {"", kKernelKind, kCopyKind, kAllocationKind,
-                                kFreeKind, kOtherKind, "any"})) {
-    return Invalid("trigger.kind",
-                   absl::StrCat("\"", trigger.kind(),
-                                "\" is not one of kernel, copy, allocation, "
-                                "free, other, any"));
+  if (absl::Status known =
+          CheckEnum<proto::CommandKind>("trigger.kind", trigger.kind());
+      !known.ok()) {
+    return known;
   }
-  if (!trigger.op().empty() && kind != kKernelKind) {
+  if (!trigger.op().empty() && kind != proto::KERNEL) {
     return Invalid("trigger.op",
                    "only kernels have an op: set trigger.kind to \"kernel\" "
                    "(or leave it unset with a kernel model)");
   }
-  if (!trigger.phase().empty() && PhaseFromName(trigger.phase()) < 0) {
-    return Invalid("trigger.phase",
-                   absl::StrCat("\"", trigger.phase(),
-                                "\" is not one of forward, backward, "
-                                "optimizer"));
+  if (trigger.has_phase()) {
+    absl::Status known =
+        CheckEnum<proto::CommandPhase>("trigger.phase", trigger.phase());
+    if (!known.ok()) return known;
   }
   const int counters =
       (trigger.nth() != 0) + (trigger.after() != 0) + (trigger.every() != 0);
@@ -80,12 +117,10 @@ absl::Status ValidateTrigger(const proto::Trigger& trigger,
 
 absl::Status ValidateCorruption(absl::string_view field,
                                 const proto::Corruption& corruption) {
-  if (!IsOneOf(corruption.pattern(),
-               {"", "bit_flip", "random_value", "zero"})) {
-    return Invalid(absl::StrCat(field, ".pattern"),
-                   absl::StrCat("\"", corruption.pattern(),
-                                "\" is not one of bit_flip, random_value, "
-                                "zero"));
+  if (absl::Status known = CheckEnum<proto::Corruption::Pattern>(
+          absl::StrCat(field, ".pattern"), corruption.pattern());
+      !known.ok()) {
+    return known;
   }
   if (corruption.bit_count() > kMaxElementBits) {
     return Invalid(absl::StrCat(field, ".bit_count"),
@@ -132,7 +167,8 @@ absl::Status ValidateModel(const proto::FaultSpec& spec) {
       if (stuck.value() > 1) return Invalid("stuck_at.value", "must be 0 or 1");
       const uint32_t word_bytes =
           stuck.word_bytes() == 0 ? 4 : stuck.word_bytes();
-      if (!IsOneOf(absl::StrCat(word_bytes), {"1", "2", "4", "8"})) {
+      if (word_bytes != 1 && word_bytes != 2 && word_bytes != 4 &&
+          word_bytes != 8) {
         return Invalid("stuck_at.word_bytes", "must be 1, 2, 4 or 8");
       }
       if (stuck.bytes() != 0 && stuck.bit() >= word_bytes * 8) {
@@ -153,14 +189,10 @@ absl::Status ValidateModel(const proto::FaultSpec& spec) {
       return absl::OkStatus();
     }
     case proto::FaultSpec::kSticky:
-      if (!IsOneOf(spec.sticky().error(),
-                   {"", "illegal_address", "ecc_uncorrectable"})) {
-        return Invalid("sticky.error",
-                       absl::StrCat("\"", spec.sticky().error(),
-                                    "\" is not one of illegal_address, "
-                                    "ecc_uncorrectable"));
-      }
-      return absl::OkStatus();
+      if (spec.sticky().error() == proto::OK) return absl::OkStatus();
+      return CheckEnum<proto::ErrorCode>(
+          "sticky.error", spec.sticky().error(),
+          {proto::ILLEGAL_ADDRESS, proto::ECC_UNCORRECTABLE});
     case proto::FaultSpec::kHang:
       if (!(std::isfinite(spec.hang().seconds()) &&
             spec.hang().seconds() >= 0)) {
@@ -193,41 +225,32 @@ absl::Status ValidateModel(const proto::FaultSpec& spec) {
     case proto::FaultSpec::MODEL_NOT_SET:
       break;
   }
-  return Invalid("model",
-                 "no fault model: set one of corrupt_output, corrupt_input, "
-                 "corrupt_copy, corrupt_memory, stuck_at, kernel_failure, copy_failure, "
-                 "allocation_failure, sticky, device_fault, device_lost, "
-                 "daemon_abort, disconnect, hang, slow, corrected_error");
+  return Invalid(
+      "model",
+      "no fault model: set one of corrupt_output, corrupt_input, "
+      "corrupt_copy, corrupt_memory, stuck_at, kernel_failure, copy_failure, "
+      "allocation_failure, sticky, device_fault, device_lost, "
+      "daemon_abort, disconnect, hang, slow, corrected_error");
 }
 
 // Models whose trigger only makes sense on one kind of command.
 absl::Status ValidateKindForModel(const proto::FaultSpec& spec) {
-  const absl::string_view natural = DefaultKind(spec);
-  const std::string kind = EffectiveKind(spec);
-  if (natural.empty() || kind == natural) return absl::OkStatus();
-  return Invalid(spec.trigger().kind().empty() ? "trigger.op" : "trigger.kind",
-                 absl::StrCat(ModelName(spec), " acts on ", natural,
-                              " commands, not \"", kind, "\""));
+  const proto::CommandKind natural = DefaultKind(spec);
+  const proto::CommandKind kind = EffectiveKind(spec);
+  if (natural == proto::ANY || kind == natural) return absl::OkStatus();
+  return Invalid(spec.trigger().kind() == proto::MODEL_KIND ? "trigger.op"
+                                                            : "trigger.kind",
+                 absl::StrCat(ModelName(spec), " acts on ", PlanWord(natural),
+                              " commands, not \"", PlanWord(kind), "\""));
 }
 
 }  // namespace
 
-absl::string_view PhaseName(int phase) {
-  switch (phase) {
-    case proto::PHASE_BACKWARD:
-      return "backward";
-    case proto::PHASE_OPTIMIZER:
-      return "optimizer";
-    default:
-      return "forward";
-  }
-}
-
-int PhaseFromName(absl::string_view name) {
-  if (name == "forward") return proto::PHASE_FORWARD;
-  if (name == "backward") return proto::PHASE_BACKWARD;
-  if (name == "optimizer") return proto::PHASE_OPTIMIZER;
-  return -1;
+std::string PlanWord(const google::protobuf::EnumDescriptor* type, int value) {
+  const google::protobuf::EnumValueDescriptor* known =
+      type->FindValueByNumber(value);
+  return known != nullptr ? absl::AsciiStrToLower(known->name())
+                          : absl::StrCat(value);
 }
 
 std::string ModelName(const proto::FaultSpec& spec) {
@@ -237,32 +260,31 @@ std::string ModelName(const proto::FaultSpec& spec) {
       ->name();
 }
 
-absl::string_view DefaultKind(const proto::FaultSpec& spec) {
+proto::CommandKind DefaultKind(const proto::FaultSpec& spec) {
   switch (spec.model_case()) {
     case proto::FaultSpec::kCorruptOutput:
     case proto::FaultSpec::kCorruptInput:
     case proto::FaultSpec::kKernelFailure:
+      return proto::KERNEL;
     case proto::FaultSpec::kStuckAt:
-      return spec.model_case() == proto::FaultSpec::kStuckAt &&
-                     spec.stuck_at().bytes() != 0
-                 ? absl::string_view()
-                 : kKernelKind;
+      // A stuck memory range acts after any command; a stuck element after
+      // kernels.
+      return spec.stuck_at().bytes() != 0 ? proto::ANY : proto::KERNEL;
     case proto::FaultSpec::kCorruptCopy:
     case proto::FaultSpec::kCopyFailure:
-      return kCopyKind;
+      return proto::COPY;
     case proto::FaultSpec::kAllocationFailure:
-      return kAllocationKind;
+      return proto::ALLOCATION;
     default:
-      return {};
+      return proto::ANY;
   }
 }
 
-std::string EffectiveKind(const proto::FaultSpec& spec) {
-  const std::string& kind = spec.trigger().kind();
-  if (kind == "any") return "";
-  if (!kind.empty()) return kind;
-  if (!spec.trigger().op().empty()) return std::string(kKernelKind);
-  return std::string(DefaultKind(spec));
+proto::CommandKind EffectiveKind(const proto::FaultSpec& spec) {
+  const proto::CommandKind kind = spec.trigger().kind();
+  if (kind != proto::MODEL_KIND) return kind;
+  if (!spec.trigger().op().empty()) return proto::KERNEL;
+  return DefaultKind(spec);
 }
 
 absl::Status ValidateFaultSpec(const proto::FaultSpec& spec, ArmedBy armed_by) {
@@ -294,6 +316,9 @@ absl::Status ValidateFaultPlan(const proto::FaultPlan& plan, ArmedBy armed_by) {
 absl::StatusOr<proto::FaultPlan> ParseFaultPlan(absl::string_view json) {
   google::protobuf::util::JsonParseOptions options;
   options.ignore_unknown_fields = false;
+  // Plans write enum values in lower case ("kernel"): the parser's option
+  // for exactly that maps them to the declared upper-case names.
+  options.case_insensitive_enum_parsing = true;
   const std::string text(json);
   proto::FaultPlan plan;
   const auto parsed =
@@ -309,6 +334,20 @@ absl::StatusOr<proto::FaultPlan> ParseFaultPlan(absl::string_view json) {
   }
   const bool looks_like_plan = absl::StrContains(json, "\"faults\"");
   const std::string why(looks_like_plan ? parsed.message() : single.message());
+  // protobuf names a bad enum value by its type's URL; say which words the
+  // field takes instead, as the semantic checks do.
+  static const std::regex kBadEnum(
+      R"(\((.*)\): invalid value (".*") for type type\.googleapis\.com/(.*))");
+  std::smatch bad_enum;
+  if (std::regex_match(why, bad_enum, kBadEnum)) {
+    const google::protobuf::EnumDescriptor* type =
+        google::protobuf::DescriptorPool::generated_pool()->FindEnumTypeByName(
+            bad_enum[3].str());
+    if (type != nullptr) {
+      return Invalid(bad_enum[1].str(),
+                     NotOneOf(bad_enum[2].str(), PlanWords(type)));
+    }
+  }
   return MakeError(proto::INVALID_VALUE,
                    absl::StrCat("malformed fault plan: ", why,
                                 " (see docs/FAULT_INJECTION.md for the "
@@ -329,6 +368,44 @@ absl::StatusOr<proto::FaultPlan> ReadFaultPlanFile(const std::string& path) {
                      absl::StrCat(path, ": ", plan.status().message()));
   }
   return plan;
+}
+
+std::string PlanVocabularyJson() {
+  google::protobuf::Struct vocabulary;
+  auto add_words = [&](const char* key,
+                       const google::protobuf::EnumDescriptor* type) {
+    google::protobuf::ListValue* list =
+        (*vocabulary.mutable_fields())[key].mutable_list_value();
+    for (const std::string& word : PlanWords(type)) {
+      list->add_values()->set_string_value(word);
+    }
+  };
+  add_words("kinds", proto::CommandKind_descriptor());
+  add_words("phases", proto::CommandPhase_descriptor());
+  add_words("patterns", proto::Corruption::Pattern_descriptor());
+  google::protobuf::ListValue* sticky =
+      (*vocabulary.mutable_fields())["sticky_errors"].mutable_list_value();
+  for (proto::ErrorCode code :
+       {proto::ILLEGAL_ADDRESS, proto::ECC_UNCORRECTABLE}) {
+    sticky->add_values()->set_string_value(PlanWord(code));
+  }
+  // A list, so that the models keep the order the contract declares them
+  // in (a JSON object's keys have none).
+  google::protobuf::ListValue* models =
+      (*vocabulary.mutable_fields())["models"].mutable_list_value();
+  const google::protobuf::OneofDescriptor* model_oneof =
+      proto::FaultSpec::descriptor()->FindOneofByName("model");
+  for (int i = 0; i < model_oneof->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = model_oneof->field(i);
+    proto::FaultSpec spec;
+    spec.GetReflection()->MutableMessage(&spec, field);
+    google::protobuf::Struct* model =
+        models->add_values()->mutable_struct_value();
+    (*model->mutable_fields())["name"].set_string_value(field->name());
+    (*model->mutable_fields())["kind"].set_string_value(
+        PlanWord(DefaultKind(spec)));
+  }
+  return ReplyToJson(vocabulary);
 }
 
 }  // namespace openreg::faults
