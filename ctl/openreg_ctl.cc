@@ -5,6 +5,7 @@
 //     fault list | fault clear [ID...] | fault log [--since=N]
 //     device reset N
 //     profile
+//     costs [start|stop|reset]
 //     stats
 //
 // Faults armed here have no client session, so each must be daemon-wide or
@@ -22,6 +23,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "command_line/help_flag.h"
 #include "data_plane/error_codes.h"
@@ -198,6 +200,60 @@ int Profile(Stub& stub) {
   });
 }
 
+// The cost profile: microseconds per command by stage for each op, then
+// each stream's and executor's counters.
+int Costs(Stub& stub, const std::string& verb) {
+  proto::CostProfileRequest request;
+  if (verb == "start") {
+    request.set_action(proto::CostProfileRequest::START);
+  } else if (verb == "stop") {
+    request.set_action(proto::CostProfileRequest::STOP);
+  } else if (verb == "reset") {
+    request.set_action(proto::CostProfileRequest::RESET);
+  } else if (!verb.empty()) {
+    return Usage(absl::StrCat("costs: unknown action '", verb,
+                              "' (start, stop, reset, or none to read)"));
+  }
+  proto::CostProfileReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.CostProfile(&context, request, &reply);
+  return Finish(status, reply, [&] {
+    std::cout << "cost profile " << (reply.enabled() ? "on" : "off") << ", "
+              << reply.seconds() << " s counted; microseconds per command:\n"
+              << "op  device  count  read wait hook settings decode kernel "
+                 "reply complete  threads\n";
+    for (const proto::OpCost& op : reply.ops()) {
+      const double count =
+          static_cast<double>(std::max<uint64_t>(1, op.count()));
+      auto us = [count](uint64_t ns) {
+        return absl::StrFormat("%.2f", static_cast<double>(ns) / count / 1e3);
+      };
+      std::cout << op.op() << "  " << op.device() << "  " << op.count() << "  "
+                << us(op.read_ns()) << " " << us(op.wait_ns()) << " "
+                << us(op.hook_ns()) << " " << us(op.settings_ns()) << " "
+                << us(op.decode_ns()) << " " << us(op.kernel_ns()) << " "
+                << us(op.reply_ns()) << " " << us(op.complete_ns()) << "  "
+                << op.kernel_threads() << "\n";
+    }
+    for (const proto::StreamCost& stream : reply.streams()) {
+      std::cout << "stream " << stream.stream() << " of pid " << stream.pid()
+                << " (openreg:" << stream.device() << "): " << stream.commands()
+                << " commands, " << stream.slices() << " slices, "
+                << stream.parks() << " parks, " << stream.rung_wakes()
+                << " rung wakes, " << stream.periodic_wakes()
+                << " periodic wakes, spun " << stream.spin_ns() / 1000
+                << " us\n";
+    }
+    for (const proto::ExecutorCost& executor : reply.executors()) {
+      std::cout << "executor " << executor.executor()
+                << " of openreg:" << executor.device() << ": busy "
+                << executor.busy_ns() / 1000 << " us in " << executor.slices()
+                << " slices, " << executor.sleeps() << " sleeps ("
+                << executor.timeouts() << " timed out)\n";
+    }
+  });
+}
+
 int Stats(Stub& stub) {
   proto::GetStatsReply reply;
   grpc::ClientContext context;
@@ -230,6 +286,7 @@ int Main(int argc, char** argv) {
       "  fault log [--since=N]                           faults that fired\n"
       "  device reset N                                  reset device N\n"
       "  profile                                         command profile\n"
+      "  costs [start|stop|reset]                        the cost profile\n"
       "  stats                                           daemon statistics\n"
       "Exit status: 0 on success, 1 when the daemon refused the request, 2 "
       "for a bad command line.");
@@ -257,6 +314,7 @@ int Main(int argc, char** argv) {
   if (command == "fault" && verb == "log") return FaultLog(*stub);
   if (command == "device" && verb == "reset") return DeviceReset(*stub, rest);
   if (command == "profile" && args.size() == 1) return Profile(*stub);
+  if (command == "costs" && args.size() <= 2) return Costs(*stub, verb);
   if (command == "stats" && args.size() == 1) return Stats(*stub);
   return Usage(
       absl::StrCat("unknown command '", absl::StrJoin(args, " "), "'"));

@@ -1,8 +1,9 @@
 // The fixed-size messages exchanged on the attach socket. A client connects,
 // sends AttachHello; the daemon checks the peer's credentials, creates the
-// session and answers AttachWelcome with two fds attached, in this order:
+// session and answers AttachWelcome with three fds attached, in this order:
 // the session segment (segment_bytes, session_layout.h) and the daemon's
-// doorbell page (doorbell_bytes, doorbell.h), both to be mapped shared.
+// doorbell page (doorbell_bytes, doorbell.h), both to be mapped shared, and
+// the session's ring fd (an eventfd, doorbell.h).
 // The connection then stays open for the session's lifetime: its hang-up is
 // how each side learns that the other is gone.
 #ifndef OPENREG_DATA_PLANE_ATTACH_PROTOCOL_H_
@@ -14,8 +15,8 @@
 namespace openreg {
 
 inline constexpr uint32_t kAttachMagic = 0x4f524154;  // "ORAT"
-// Fds attached to a welcome: the segment, then the doorbell page.
-inline constexpr int kWelcomeFds = 2;
+// Fds attached to a welcome: the segment, the doorbell page, the ring fd.
+inline constexpr int kWelcomeFds = 3;
 
 struct AttachHello {
   uint32_t magic;

@@ -1,11 +1,19 @@
-// The doorbell page: how a client wakes the daemon's executor threads after
-// it gave an idle (parked) stream new work.
+// How a client wakes the daemon's executor threads after it gave an idle
+// (parked) stream new work.
 //
-// The daemon creates ONE page (a memfd) at start and passes its fd to every
-// client at attach, next to the session segment's fd. The page holds one
-// futex word per device. The executors of device d sleep on word d when
-// they have nothing to run; they never sleep on a stream's ring, so the
-// number of daemon threads does not depend on the number of streams.
+// Two things, both handed to the client at attach (attach_protocol.h):
+// - its session's ring fd: an eventfd of its own that every executor of
+//   the daemon watches (epoll). Writing it is the ring. The kernel keeps a
+//   ring until an executor collects it, so no ring is ever lost, and only
+//   the session holds its fd: another client cannot hide, forge or steal
+//   this session's rings.
+// - the daemon's doorbell page (ONE memfd for all clients, mapped shared):
+//   per device a hint word that every ring bumps, so that an executor
+//   running other streams notices a ring at its next command boundary with
+//   one load instead of a system call; and the number of the device's
+//   queued streams, which clients read to decide how to wait.
+// Executors never sleep on a stream's ring, so the number of daemon
+// threads does not depend on the number of streams.
 //
 // The protocol, per stream (StreamSlot::parked, session_layout.h):
 //   daemon, when a stream's ring is empty: parked = 1 (seq_cst), re-read
@@ -13,33 +21,38 @@
 //     (exchange(parked, 0) == 1) and run it. Whoever clears `parked` makes
 //     the stream runnable again, exactly once.
 //   client, after publishing a command (the ring's tail, seq_cst):
-//     if ClaimParked(&slot->parked): RingDoorbell(&page->devices[device]).
+//     if ClaimParked(&slot->parked): RingDoorbell(&page->devices[device],
+//     ring_fd).
 // Both sides write first and read second (seq_cst), so at least one of
 // them sees the other's write (Dekker): a command is never left unnoticed
 // in the ring of a parked stream.
 //
-// Trust: every client can write the whole page and its own `parked` words.
-// All it can achieve is waking executors for nothing (a spurious wake),
-// making other clients spin or sleep in their waits, or delaying its own
-// streams: an executor re-checks the daemon's own state
-// after every wake, and sleeps with a timeout after which it also looks at
-// the rings of parked streams.
+// Trust: every client can write the whole doorbell page and its own
+// `parked` words. Rewriting the page can wake executors for nothing, make
+// them miss the hint (a ring is then seen when an executor next waits,
+// within a slice, not at the next command boundary) or make other clients
+// spin or sleep in their waits; it cannot delay another session's ring
+// beyond that, since the ring itself is that session's eventfd. An
+// executor re-checks the daemon's own state after every wake and sleeps
+// with a timeout after which it also looks at the rings of parked streams.
 #ifndef OPENREG_DATA_PLANE_DOORBELL_H_
 #define OPENREG_DATA_PLANE_DOORBELL_H_
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <thread>
 
 #include "data_plane/device_address.h"
-#include "data_plane/futex.h"
 
 namespace openreg {
 
-// One device's doorbell and load, each alone in its cache line.
+// One device's ring hint and load, each alone in its cache line.
 struct Doorbell {
-  alignas(64) std::atomic<uint32_t> word;  // bumped by every ring; a futex word
+  alignas(64) std::atomic<uint32_t> word;  // bumped by every ring: a hint
   // Streams of the device queued for an executor, published by the daemon
   // at every change; clients only read it (ShouldSpinBeforeSleeping).
   alignas(64) std::atomic<uint32_t> queued_streams;
@@ -53,11 +66,17 @@ struct DoorbellPage {
 
 inline constexpr uint64_t kDoorbellPageBytes = sizeof(DoorbellPage);
 
-// Bumps the word, so that an executor about to sleep on its old value does
-// not, and wakes one sleeping executor: one parked stream needs one.
-inline void RingDoorbell(Doorbell* doorbell) {
+// Bumps the device's hint word (for executors that are running) and
+// writes the session's ring fd (for executors that wait): one parked stream
+// needs one executor. A full eventfd (after 2^64 - 2 rings nobody
+// collected) cannot lose the ring: it is already pending.
+inline void RingDoorbell(Doorbell* doorbell, int ring_fd) {
   doorbell->word.fetch_add(1, std::memory_order_seq_cst);
-  FutexWakeOne(&doorbell->word);
+  const uint64_t one = 1;
+  ssize_t written;
+  do {
+    written = write(ring_fd, &one, sizeof(one));
+  } while (written < 0 && errno == EINTR);
 }
 
 // Client side, before a synchronizing wait for one of the device's streams:

@@ -81,7 +81,7 @@ struct alignas(64) EventSlot {
   std::atomic<uint32_t> stream_slot;
   // Set by the daemon when the stream reaches the RecordEvent command.
   std::atomic<uint64_t> recorded_sequence;
-  std::atomic<uint64_t> timestamp_ns;  // CLOCK_MONOTONIC
+  std::atomic<uint64_t> timestamp_ns;  // MonotonicNanoseconds()
   // Interprocess events only, written by the client when it enqueues an
   // EventRecord (PackEventPosition), so that the daemon can tell an
   // importer what to wait for before the record has run. 0 = nothing

@@ -1,6 +1,10 @@
 #include "op_codec/kernel_settings.h"
 
+#include <ATen/Parallel.h>
 #include <c10/core/DefaultDtype.h>
+#include <dlfcn.h>
+
+#include <algorithm>
 
 #if defined(__SSE__)
 #include <xmmintrin.h>
@@ -25,9 +29,41 @@ bool ThreadFlushesDenormals() {
 #endif
 }
 
+// ATen's default intra-op thread count: the processors this process may
+// run on (what OpenMP's default is without OMP_NUM_THREADS).
+int DefaultIntraOpThreads() {
+  static const int threads = [] {
+    using NumProcs = int (*)();
+    auto num_procs =
+        reinterpret_cast<NumProcs>(dlsym(RTLD_DEFAULT, "omp_get_num_procs"));
+    return num_procs != nullptr ? std::max(1, num_procs()) : 1;
+  }();
+  return threads;
+}
+
+// Sets the calling thread's intra-op threads for OpenMP and MKL only.
+// at::set_num_threads would also resize process-wide pools (pthreadpool)
+// from whichever executor thread calls it.
+void SetThreadIntraOpThreads(int threads) {
+  using OmpSetThreads = void (*)(int);
+  using MklSetThreads = int (*)(int);
+  static const auto omp_set = reinterpret_cast<OmpSetThreads>(
+      dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  // MKL's C entry point (in libtorch_cpu): the lower-case names there are
+  // the Fortran ones, which take a pointer.
+  static const auto mkl_set = reinterpret_cast<MklSetThreads>(
+      dlsym(RTLD_DEFAULT, "MKL_Set_Num_Threads_Local"));
+  if (omp_set != nullptr) omp_set(threads);
+  if (mkl_set != nullptr) mkl_set(threads);
+}
+
 }  // namespace
 
 bool operator==(const KernelSettings& a, const KernelSettings& b) {
+  return SameProcessSettings(a, b) && a.intra_op_threads == b.intra_op_threads;
+}
+
+bool SameProcessSettings(const KernelSettings& a, const KernelSettings& b) {
   return a.default_dtype == b.default_dtype &&
          a.deterministic_algorithms == b.deterministic_algorithms &&
          a.deterministic_warn_only == b.deterministic_warn_only &&
@@ -55,6 +91,8 @@ KernelSettings CurrentKernelSettings() {
   settings.allow_fp16_reduction_cpu = context.allowFP16ReductionCPU();
   settings.allow_tf32_onednn = context.allowTF32OneDNN();
   settings.flush_denormal = ThreadFlushesDenormals();
+  const int threads = at::get_num_threads();
+  settings.intra_op_threads = threads == DefaultIntraOpThreads() ? 0 : threads;
   return settings;
 }
 
@@ -92,6 +130,9 @@ void EncodeKernelSettings(const KernelSettings& settings,
   }
   if (settings.flush_denormal != defaults.flush_denormal) {
     out->set_flush_denormal(settings.flush_denormal);
+  }
+  if (settings.intra_op_threads != defaults.intra_op_threads) {
+    out->set_intra_op_threads(settings.intra_op_threads);
   }
 }
 
@@ -140,6 +181,18 @@ absl::StatusOr<KernelSettings> DecodeKernelSettings(
     settings.allow_tf32_onednn = in.allow_tf32_onednn();
   }
   if (in.has_flush_denormal()) settings.flush_denormal = in.flush_denormal();
+  if (in.has_intra_op_threads()) {
+    const int32_t threads = in.intra_op_threads();
+    if (threads < 1 || threads > kMaxIntraOpThreads) {
+      return MakeError(proto::INVALID_VALUE,
+                       absl::StrCat("intra-op threads ", threads,
+                                    " is not in [1, ", kMaxIntraOpThreads,
+                                    "]: torch.set_num_threads(n) with at "
+                                    "most ",
+                                    kMaxIntraOpThreads, " on openreg"));
+    }
+    settings.intra_op_threads = threads;
+  }
   return settings;
 }
 
@@ -182,6 +235,11 @@ void ApplyThreadSettings(const KernelSettings& settings) {
   if (ThreadFlushesDenormals() != settings.flush_denormal) {
     at::Context::setFlushDenormal(settings.flush_denormal);
   }
+  // at::get_num_threads() first initializes this thread's count (once per
+  // thread), which would otherwise undo ours later.
+  const int threads = settings.intra_op_threads > 0 ? settings.intra_op_threads
+                                                    : DefaultIntraOpThreads();
+  if (at::get_num_threads() != threads) SetThreadIntraOpThreads(threads);
 }
 
 }  // namespace openreg::op_codec

@@ -37,6 +37,9 @@ struct KernelSettings {
   bool allow_fp16_reduction_cpu = false;
   bool allow_tf32_onednn = false;
   bool flush_denormal = false;  // per thread (the FPU's FTZ/DAZ bits)
+  // Per thread; 0 = ATen's default, the host's processor count (whatever
+  // OMP_NUM_THREADS says in either process).
+  int intra_op_threads = 0;
 
   friend bool operator==(const KernelSettings& a, const KernelSettings& b);
   friend bool operator!=(const KernelSettings& a, const KernelSettings& b) {
@@ -44,14 +47,24 @@ struct KernelSettings {
   }
 };
 
+// Whether `a` and `b` need the same process-wide ATen state: every setting
+// but the thread count, which each thread applies for itself
+// (ApplyThreadSettings), so kernels with different counts need not take
+// turns (kernel_settings_gate.h).
+bool SameProcessSettings(const KernelSettings& a, const KernelSettings& b);
+
 // This process's settings, as the calling thread sees them.
 KernelSettings CurrentKernelSettings();
+
+// The most intra-op threads a launch may ask the daemon for.
+inline constexpr int kMaxIntraOpThreads = 64;
 
 // The fields that differ from ATen's defaults (nothing for the defaults:
 // a launch with default settings carries no bytes for them).
 void EncodeKernelSettings(const KernelSettings& settings,
                           proto::KernelSettings* out);
-// INVALID_VALUE for a dtype or precision outside ATen's enums.
+// INVALID_VALUE for a dtype or precision outside ATen's enums, or a thread
+// count outside [1, kMaxIntraOpThreads].
 absl::StatusOr<KernelSettings> DecodeKernelSettings(
     const proto::KernelSettings& settings);
 

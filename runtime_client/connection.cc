@@ -158,12 +158,13 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
         absl::StrCat("openreg: attach to the daemon failed: ", sent.message()));
   }
   AttachWelcome welcome{};
-  int received_fds[kWelcomeFds] = {-1, -1};
+  int received_fds[kWelcomeFds] = {-1, -1, -1};
   absl::Status received =
       ReceiveMessage(connection->attach_socket.get(), &welcome, sizeof(welcome),
                      kHandshakeDeadline, received_fds, kWelcomeFds);
   UniqueFd memfd(received_fds[0]);
   UniqueFd doorbell_fd(received_fds[1]);
+  UniqueFd ring_fd(received_fds[2]);
   if (!received.ok()) {
     return MakeError(Error::kDaemonUnavailable,
                      absl::StrCat("openreg: attach to the daemon failed: ",
@@ -187,10 +188,11 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
                                         : message);
     return StatusFromProto(refusal);
   }
-  if (!memfd.valid() || !doorbell_fd.valid()) {
+  if (!memfd.valid() || !doorbell_fd.valid() || !ring_fd.valid()) {
     return MakeError(Error::kInternal,
                      "openreg: the daemon attached without passing the "
-                     "session's shared memory and its doorbell page");
+                     "session's shared memory, its doorbell page and its "
+                     "ring fd");
   }
   if (welcome.doorbell_bytes != kDoorbellPageBytes) {
     return MakeError(Error::kInternal,
@@ -228,6 +230,7 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
   if (!valid.ok()) return valid;
   connection->segment = std::move(*segment);
   connection->doorbells = std::move(*doorbells);
+  connection->ring_fd = std::move(ring_fd);
   connection->session.set_session_id(welcome.session_id);
   connection->session.set_token(welcome.token);
   return absl::OkStatus();

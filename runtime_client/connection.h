@@ -36,8 +36,10 @@ struct Connection {
   // The session segment; its header has been validated.
   SharedMemory segment;
   // The daemon's doorbell page (data_plane/doorbell.h), shared by every
-  // client: rung after a command for a parked stream.
+  // client, and this session's ring fd: rung after a command for a parked
+  // stream.
   SharedMemory doorbells;
+  UniqueFd ring_fd;
 };
 
 // Connects to the daemon on ResolveSocketPath(), starting one first when

@@ -160,4 +160,18 @@ Error GetStats(proto::GetStatsReply* stats) {
   }));
 }
 
+Error CostProfile(proto::CostProfileRequest::Action action,
+                  proto::CostProfileReply* reply) {
+  if (reply == nullptr) {
+    return ReturnStatus(NullArgumentError("CostProfile", "reply"));
+  }
+  return ReturnStatus(WithSession([action, reply](Session& session) {
+    reply->Clear();
+    proto::CostProfileRequest request;
+    request.set_action(action);
+    return session.Call("CostProfile", &proto::DeviceDaemon::Stub::CostProfile,
+                        request, reply);
+  }));
+}
+
 }  // namespace openreg

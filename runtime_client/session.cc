@@ -182,8 +182,9 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
   stream.last_submitted.store(sequence, std::memory_order_release);
   // The ring's tail is published (seq_cst); a stream the daemon parked
   // needs its device's doorbell (data_plane/doorbell.h).
-  if (ClaimParked(&stream.shared->parked))
-    RingDoorbell(&DeviceDoorbell(stream));
+  if (ClaimParked(&stream.shared->parked)) {
+    RingDoorbell(&DeviceDoorbell(stream), connection_.ring_fd.get());
+  }
   return sequence;
 }
 

@@ -51,6 +51,13 @@ std::string DaemonStats() {
   return ReplyToJson(stats);
 }
 
+std::string CostProfileJson(int action) {
+  proto::CostProfileReply reply;
+  OPENREG_CHECK(CostProfile(
+      static_cast<proto::CostProfileRequest::Action>(action), &reply));
+  return ReplyToJson(reply);
+}
+
 int DeviceCount() {
   int count = 0;
   OPENREG_CHECK(GetDeviceCount(&count));
@@ -135,6 +142,7 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("fraction"), py::arg("device"));
   m.def("_daemon_stats", &DaemonStats);
+  m.def("_cost_profile", &CostProfileJson, py::arg("action"));
   m.def("_is_in_bad_fork", &InForkedChild);
   RegisterFaultBindings(m);
   RegisterIpcBindings(m);

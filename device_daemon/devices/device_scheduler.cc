@@ -1,10 +1,16 @@
 #include "device_daemon/devices/device_scheduler.h"
 
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "data_plane/futex.h"
+#include "data_plane/monotonic_clock.h"
 #include "data_plane/spin_wait.h"
 
 namespace openreg::daemon {
@@ -12,7 +18,16 @@ namespace {
 
 // How long an executor with nothing to run sleeps before it looks at idle
 // runners' rings (housekeeping) and, if it is a spare nobody needs, exits.
-constexpr absl::Duration kIdleWait = absl::Milliseconds(100);
+constexpr int kIdleWaitMilliseconds = 100;
+// epoll data of the scheduler's own fds; a ring fd's data is the fd.
+constexpr uint64_t kWakeEvent = ~0ull;
+constexpr uint64_t kStopEvent = ~0ull - 1;
+
+void WriteEventFd(int fd) {
+  const uint64_t one = 1;
+  while (write(fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+}
 
 // Executor threads of every device that are neither asleep nor blocked: the
 // threads competing for the host's cores.
@@ -34,6 +49,19 @@ int QueueIndex(int priority) {
 
 DeviceScheduler::DeviceScheduler(int device, int executors, Doorbell* doorbell)
     : device_(device), executors_(std::max(1, executors)), doorbell_(doorbell) {
+  // Without these the daemon cannot run at all; the fd limit is the only
+  // plausible cause, and the daemon checks it before creating devices.
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_event wake{};
+  wake.events = EPOLLIN | EPOLLET;
+  wake.data.u64 = kWakeEvent;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &wake);
+  epoll_event stop{};
+  stop.events = EPOLLIN;
+  stop.data.u64 = kStopEvent;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, stop_fd_, &stop);
   absl::MutexLock lock(&mutex_);
   scanned_word_.store(doorbell_->word.load(std::memory_order_acquire),
                       std::memory_order_relaxed);
@@ -45,8 +73,7 @@ DeviceScheduler::~DeviceScheduler() {
   {
     absl::MutexLock lock(&mutex_);
     stopping_ = true;
-    doorbell_->word.fetch_add(1, std::memory_order_seq_cst);
-    FutexWakeAll(&doorbell_->word);
+    WriteEventFd(stop_fd_);
     auto all_exited = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
       return threads_ == 0;
     };
@@ -56,6 +83,25 @@ DeviceScheduler::~DeviceScheduler() {
     entries_.clear();
   }
   for (std::thread& thread : threads) thread.join();
+  for (int fd : {epoll_fd_, wake_fd_, stop_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+absl::Status DeviceScheduler::WatchRing(int ring_fd) {
+  epoll_event ring{};
+  ring.events = EPOLLIN | EPOLLET;
+  ring.data.u64 = static_cast<uint64_t>(ring_fd);
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ring_fd, &ring) != 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("watching a ring fd on "
+                                                   "openreg:",
+                                                   device_));
+  }
+  return absl::OkStatus();
+}
+
+void DeviceScheduler::UnwatchRing(int ring_fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, ring_fd, nullptr);
 }
 
 DeviceScheduler* DeviceScheduler::Current() { return t_current; }
@@ -74,6 +120,33 @@ int DeviceScheduler::threads() const {
 size_t DeviceScheduler::runners() const {
   absl::MutexLock lock(&mutex_);
   return entries_.size();
+}
+
+std::vector<DeviceScheduler::ExecutorStats> DeviceScheduler::ExecutorSnapshot()
+    const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<ExecutorStats> stats;
+  stats.reserve(counters_.size());
+  for (const ExecutorCounters& counters : counters_) {
+    ExecutorStats& entry = stats.emplace_back();
+    entry.busy_ns = counters.busy_ns.load(std::memory_order_relaxed);
+    entry.slices = counters.slices.load(std::memory_order_relaxed);
+    entry.sleeps = counters.sleeps.load(std::memory_order_relaxed);
+    entry.timeouts = counters.timeouts.load(std::memory_order_relaxed);
+  }
+  return stats;
+}
+
+DeviceScheduler::ExecutorCounters* DeviceScheduler::AcquireCountersLocked() {
+  for (ExecutorCounters& counters : counters_) {
+    if (!counters.in_use) {
+      counters.in_use = true;
+      return &counters;
+    }
+  }
+  ExecutorCounters& counters = counters_.emplace_back();
+  counters.in_use = true;
+  return &counters;
 }
 
 void DeviceScheduler::SpawnLocked() {
@@ -112,6 +185,7 @@ void DeviceScheduler::UpdateBestLocked() {
 
 void DeviceScheduler::QueueLocked(Runner* runner, Entry& entry) {
   entry.state = State::kQueued;
+  runner->queued_ns_.store(MonotonicNanoseconds(), std::memory_order_relaxed);
   ready_[QueueIndex(runner->priority())].push_back(runner);
   ++ready_count_;
   UpdateBestLocked();
@@ -131,20 +205,15 @@ DeviceScheduler::Runner* DeviceScheduler::PopLocked() {
 }
 
 void DeviceScheduler::WakeOneLocked() {
-  // Moving the word makes a sleeper's FutexWait return (or not start).
-  // When no client rang since the last scan, the scan mark moves along, so
-  // that this daemon-side wake does not cost a needless scan.
-  const uint32_t before =
-      doorbell_->word.fetch_add(1, std::memory_order_seq_cst);
-  if (scanned_word_.load(std::memory_order_relaxed) == before) {
-    scanned_word_.store(before + 1, std::memory_order_relaxed);
-  }
-  FutexWakeOne(&doorbell_->word);
+  // Edge-triggered: one waiting executor gets it, or the next one to wait
+  // if none waits yet.
+  WriteEventFd(wake_fd_);
 }
 
-void DeviceScheduler::ScanLocked(bool housekeeping) {
+void DeviceScheduler::ScanLocked(bool housekeeping, bool rung) {
   const uint32_t word = doorbell_->word.load(std::memory_order_seq_cst);
-  if (!housekeeping && word == scanned_word_.load(std::memory_order_relaxed)) {
+  if (!housekeeping && !rung &&
+      word == scanned_word_.load(std::memory_order_relaxed)) {
     return;
   }
   scanned_word_.store(word, std::memory_order_release);
@@ -225,26 +294,34 @@ void DeviceScheduler::ExecutorLoop() {
   t_current = this;
   g_awake.fetch_add(1, std::memory_order_relaxed);
   mutex_.Lock();
+  ExecutorCounters* const counters = AcquireCountersLocked();
   while (true) {
     Runner* next = nullptr;
     bool timed_out = false;
+    bool rung = false;
     while (!stopping_) {
-      ScanLocked(/*housekeeping=*/timed_out);
+      ScanLocked(/*housekeeping=*/timed_out, rung);
       next = PopLocked();
       if (next != nullptr) break;
       if (timed_out && ExcessLocked()) break;  // a spare nobody needs
-      // Nothing to run: sleep until a doorbell ring (a client's or ours)
-      // moves the word past what the last scan saw.
-      const uint32_t word = scanned_word_.load(std::memory_order_relaxed);
+      // Nothing to run: wait for a ring (a client's fd or our own wake).
+      // A ring written before this wait is still pending in the epoll set.
       ++sleeping_;
       mutex_.Unlock();
       g_awake.fetch_sub(1, std::memory_order_relaxed);
-      const absl::Time deadline = absl::Now() + kIdleWait;
-      FutexWait(&doorbell_->word, word, kIdleWait);
+      epoll_event events[16];
+      const int ready =
+          epoll_wait(epoll_fd_, events, 16, kIdleWaitMilliseconds);
       g_awake.fetch_add(1, std::memory_order_relaxed);
       mutex_.Lock();
       --sleeping_;
-      timed_out = absl::Now() >= deadline;
+      timed_out = ready == 0;
+      rung = false;
+      for (int i = 0; i < ready; ++i) {
+        rung = rung || events[i].data.u64 < kStopEvent;
+      }
+      counters->sleeps.fetch_add(1, std::memory_order_relaxed);
+      if (timed_out) counters->timeouts.fetch_add(1, std::memory_order_relaxed);
     }
     if (next == nullptr) break;
     // More queued than this thread takes: hand it to a sleeper.
@@ -253,7 +330,12 @@ void DeviceScheduler::ExecutorLoop() {
     entry.state = State::kRunning;
     std::shared_ptr<Runner> runner = entry.runner;
     mutex_.Unlock();
+    const absl::Time slice_start = absl::Now();
     const Runner::Outcome outcome = runner->RunSlice(this);
+    counters->busy_ns.fetch_add(static_cast<uint64_t>(absl::ToInt64Nanoseconds(
+                                    absl::Now() - slice_start)),
+                                std::memory_order_relaxed);
+    counters->slices.fetch_add(1, std::memory_order_relaxed);
     mutex_.Lock();
     switch (outcome) {
       case Runner::Outcome::kYield:
@@ -283,6 +365,7 @@ void DeviceScheduler::ExecutorLoop() {
     }
   }
   --threads_;
+  counters->in_use = false;
   exited_.push_back(std::this_thread::get_id());
   mutex_.Unlock();
   g_awake.fetch_sub(1, std::memory_order_relaxed);

@@ -13,12 +13,14 @@
 //   slice (Runner::RunSlice decides, asking HigherPriorityWaiting and
 //   OthersWaiting at command boundaries) and is queued at the back after
 //   it yields, so equal priorities take turns.
-// - Idle runners come back when a client rings the device's doorbell
-//   (data_plane/doorbell.h): an executor that sees the doorbell word change
-//   asks every idle runner WantsToRun(). Executors with nothing to run
-//   sleep on the doorbell word, with a timeout after which they look at
-//   idle runners' rings too (a client that forgot to ring costs latency,
-//   never a lost command).
+// - Idle runners come back when a client rings (data_plane/doorbell.h):
+//   executors with nothing to run wait on an epoll set that holds every
+//   attached session's ring fd (WatchRing), and one woken by a ring asks
+//   every idle runner WantsToRun(). An executor that is running notices a
+//   ring at its next command boundary from the device's hint word (one
+//   load; if a client rewrote the word, at its next wait instead). Waits
+//   have a timeout after which executors look at idle runners' rings too
+//   (a client that forgot to ring costs latency, never a lost command).
 // - Managed blocking (blocking_region.h): a command about to wait (for
 //   another stream, an interprocess event, an injected hang) enters a
 //   BlockingRegion. While executors are blocked the scheduler keeps
@@ -43,6 +45,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "data_plane/doorbell.h"
@@ -71,10 +74,21 @@ class DeviceScheduler {
     virtual bool WantsToRun(bool housekeeping) const = 0;
     // Called once, on an executor, after the scheduler forgot the runner.
     virtual void Finished() = 0;
+
+    // When the scheduler last queued this runner (MonotonicNanoseconds()):
+    // RunSlice's wait for an executor started then.
+    int64_t queued_ns() const {
+      return queued_ns_.load(std::memory_order_relaxed);
+    }
+
+   private:
+    friend class DeviceScheduler;
+    std::atomic<int64_t> queued_ns_{0};
   };
 
-  // Starts `executors` (>= 1) threads for device `device`, which sleep on
-  // `doorbell` (not owned; must outlive the scheduler).
+  // Starts `executors` (>= 1) threads for device `device`, which read ring
+  // hints from and publish the device's load to `doorbell` (not owned;
+  // must outlive the scheduler).
   DeviceScheduler(int device, int executors, Doorbell* doorbell);
   DeviceScheduler(const DeviceScheduler&) = delete;
   DeviceScheduler& operator=(const DeviceScheduler&) = delete;
@@ -84,6 +98,11 @@ class DeviceScheduler {
 
   // Registers `runner`, queued at once so that it looks at its ring.
   void Add(std::shared_ptr<Runner> runner);
+
+  // Waiting executors wake when `ring_fd` (a session's eventfd) is
+  // written, until UnwatchRing (before the fd is closed).
+  absl::Status WatchRing(int ring_fd);
+  void UnwatchRing(int ring_fd);
   // Queues `runner` if it is idle (a stop or drain request); a running or
   // queued runner will notice by itself.
   void Wake(Runner* runner);
@@ -111,6 +130,17 @@ class DeviceScheduler {
   // thread with work).
   static absl::Duration WaitSpin();
 
+  // What each executor thread did, by executor index (the pool's threads
+  // first, then spares; an index is reused by the next thread that starts
+  // after its thread exited). Counted always: two clock reads per slice.
+  struct ExecutorStats {
+    uint64_t busy_ns = 0;  // running slices
+    uint64_t slices = 0;
+    uint64_t sleeps = 0;    // waits on the doorbell with nothing to run
+    uint64_t timeouts = 0;  // sleeps ended by the periodic check
+  };
+  std::vector<ExecutorStats> ExecutorSnapshot() const;
+
   int device() const { return device_; }
   int executors() const { return executors_; }
   // Executor threads alive now, spares included (for tests and stats).
@@ -120,21 +150,33 @@ class DeviceScheduler {
 
  private:
   enum class State { kQueued, kRunning, kIdle };
+  struct ExecutorCounters {
+    std::atomic<uint64_t> busy_ns{0};
+    std::atomic<uint64_t> slices{0};
+    std::atomic<uint64_t> sleeps{0};
+    std::atomic<uint64_t> timeouts{0};
+    bool in_use = false;  // guarded by the scheduler's mutex
+  };
   struct Entry {
     std::shared_ptr<Runner> runner;
     State state = State::kQueued;
   };
 
   void ExecutorLoop();
+  // An executor index for a starting thread (the lowest free one).
+  ExecutorCounters* AcquireCountersLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void SpawnLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReapExitedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void QueueLocked(Runner* runner, Entry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   Runner* PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void UpdateBestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Queues idle runners that want to run, if the doorbell rang since the
-  // last scan (always with `housekeeping`).
-  void ScanLocked(bool housekeeping) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Queues idle runners that want to run: if the hint word moved since the
+  // last scan, or always when `rung` (a ring fd woke this executor) or with
+  // `housekeeping` (which also looks for commands nobody rang for).
+  void ScanLocked(bool housekeeping, bool rung = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Without the lock: scans only when the doorbell word moved.
   void ScanIfRung();
   // Wakes one sleeping executor (there is queued work for it).
@@ -146,6 +188,13 @@ class DeviceScheduler {
   const int device_;
   const int executors_;
   Doorbell* const doorbell_;
+  // What waiting executors wait on: the sessions' ring fds, `wake_fd_`
+  // (the scheduler's own wakes, edge-triggered: one executor per wake) and
+  // `stop_fd_` (level-triggered and never read: once written, every wait
+  // returns).
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  int stop_fd_ = -1;
 
   mutable absl::Mutex mutex_;
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
@@ -165,6 +214,8 @@ class DeviceScheduler {
   int blocked_ ABSL_GUARDED_BY(mutex_) = 0;
   int sleeping_ ABSL_GUARDED_BY(mutex_) = 0;
   std::list<std::thread> thread_list_ ABSL_GUARDED_BY(mutex_);
+  // Stable addresses: a thread keeps a pointer to its own counters.
+  std::deque<ExecutorCounters> counters_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::thread::id> exited_ ABSL_GUARDED_BY(mutex_);
 };
 

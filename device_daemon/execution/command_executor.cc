@@ -1,7 +1,5 @@
 #include "device_daemon/execution/command_executor.h"
 
-#include <time.h>
-
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -9,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "data_plane/monotonic_clock.h"
 #include "device_daemon/base/errors.h"
 #include "device_daemon/devices/blocking_region.h"
 #include "device_daemon/execution/stream_worker.h"
@@ -21,13 +20,6 @@ namespace {
 // Long waits are cut into slices of this length so that teardown is
 // noticed promptly.
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
-
-uint64_t MonotonicNanoseconds() {
-  timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<uint64_t>(now.tv_sec) * 1000000000ull +
-         static_cast<uint64_t>(now.tv_nsec);
-}
 
 // The staging area is client-writable memory inside the segment; only its
 // bounds need checking.
@@ -89,7 +81,10 @@ std::string CommandName(const proto::Command& command) {
 }
 
 CommandExecutor::CommandExecutor(Devices* devices, OpRunner* op_runner)
-    : devices_(devices), op_runner_(op_runner), fault_hook_(&no_faults_) {}
+    : devices_(devices),
+      op_runner_(op_runner),
+      fault_hook_(&no_faults_),
+      costs_(devices) {}
 
 void CommandExecutor::SetFaultHook(FaultHook* hook) {
   fault_hook_.store(hook != nullptr ? hook : &no_faults_,
@@ -106,12 +101,15 @@ absl::Status CommandExecutor::Execute(const StreamContext& context,
   FaultHook* hook = fault_hook_.load(std::memory_order_acquire);
   if (!hook->active()) return Dispatch(context, command, nullptr);
   bool run_after = false;
+  StageTimer before(context.timing, CostStage::kHook);
   absl::Status status = hook->BeforeCommand(context, command, &run_after);
+  before.Stop();
   if (!status.ok()) return status;
   if (!run_after) return Dispatch(context, command, nullptr);
   WrittenTensors written;
   const absl::Time started = absl::Now();
   status = Dispatch(context, command, &written);
+  const StageTimer after(context.timing, CostStage::kHook);
   hook->AfterCommand(context, command, written, absl::Now() - started, &status);
   return status;
 }
@@ -138,6 +136,9 @@ void CommandExecutor::SessionClosed(uint64_t session_id) {
 absl::Status CommandExecutor::Dispatch(const StreamContext& context,
                                        const proto::Command& command,
                                        WrittenTensors* written) {
+  // A launch's op runner times its own stages; everything else is one.
+  const StageTimer body(command.has_launch() ? nullptr : context.timing,
+                        CostStage::kKernel);
   switch (command.body_case()) {
     case proto::Command::kLaunch:
       return Launch(context, command.launch(), command.sequence(), written);
@@ -234,7 +235,8 @@ absl::Status CommandExecutor::RecordEvent(const StreamContext& context,
   }
   EventSlot* event = session.event_slot(record.event_slot());
   event->stream_slot = context.slot_index;
-  event->timestamp_ns.store(MonotonicNanoseconds(), std::memory_order_relaxed);
+  event->timestamp_ns.store(static_cast<uint64_t>(MonotonicNanoseconds()),
+                            std::memory_order_relaxed);
   // Published last: a reader that sees the sequence sees the timestamp.
   event->recorded_sequence.store(sequence, std::memory_order_release);
   return absl::OkStatus();

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "device_daemon/devices/devices.h"
+#include "device_daemon/execution/command_costs.h"
 #include "device_daemon/execution/fault_hook.h"
 #include "device_daemon/execution/op_runner.h"
 #include "device_daemon/execution/stream_context.h"
@@ -33,6 +34,10 @@ class CommandExecutor : public StreamEngine {
   // Installs `hook` (not owned; null restores the no-op hook). Meant to be
   // set before sessions exist.
   void SetFaultHook(FaultHook* hook);
+
+  // The daemon's cost profile (command_costs.h), which stream workers and
+  // the op runner fill through StreamContext::timing.
+  CommandCosts& costs() { return costs_; }
 
   // Runs `command` on the stream described by `context`. The caller
   // advances the stream's completion counter afterwards, whatever the
@@ -80,6 +85,7 @@ class CommandExecutor : public StreamEngine {
   OpRunner* const op_runner_;
   NoFaults no_faults_;
   std::atomic<FaultHook*> fault_hook_;
+  CommandCosts costs_;
 };
 
 }  // namespace openreg::daemon

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "data_plane/session_layout.h"
+#include "device_daemon/execution/command_timing.h"
 
 namespace openreg::daemon {
 
@@ -19,6 +20,9 @@ struct StreamContext {
   // Set when the stream must stop (session teardown): long waits inside a
   // command check it and give up.
   const std::atomic<bool>* stop = nullptr;
+  // The running command's stage times (command_timing.h); on only while
+  // the cost profile is. Owned by the stream's worker.
+  CommandTiming* timing = nullptr;
 
   bool stop_requested() const {
     return stop != nullptr && stop->load(std::memory_order_acquire);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "data_plane/monotonic_clock.h"
 #include "data_plane/spin_wait.h"
 #include "device_daemon/base/errors.h"
 #include "device_daemon/base/log.h"
@@ -77,9 +78,10 @@ StreamWorker::StreamWorker(Session* session, uint32_t slot, int device,
       slot_(session->stream_slot(slot)),
       priority_(ClampStreamPriority(slot_->priority)),
       scheduler_(&session->devices().scheduler(device)),
+      cost_key_{session->id(), session->pid(), slot, device},
       reader_(&slot_->ring, session->ring_buffer(slot),
               session->limits().ring_bytes),
-      context_{session, slot, slot_, device, &stop_},
+      context_{session, slot, slot_, device, &stop_, &timing_},
       last_sequence_(slot_->completed.Load()),
       arena_block_(kCommandArenaBytes),
       arena_(CommandArenaOptions(&arena_block_)) {}
@@ -123,13 +125,27 @@ bool StreamWorker::StopOrDrainRequested() const {
          drain_.load(std::memory_order_acquire);
 }
 
+CommandCosts* StreamWorker::costs() const {
+  CommandCosts& costs = executor_->costs();
+  return costs.enabled() ? &costs : nullptr;
+}
+
 bool StreamWorker::WantsToRun(bool housekeeping) const {
   if (StopOrDrainRequested()) return true;
   // The client cleared the flag after publishing a command.
-  if (slot_->parked.load(std::memory_order_seq_cst) == 0) return true;
+  if (slot_->parked.load(std::memory_order_seq_cst) == 0) {
+    if (CommandCosts* costs = this->costs()) {
+      costs->RecordStreamEvent(cost_key_, StreamEvent::kRungWake);
+    }
+    return true;
+  }
   // A command published without clearing the flag (a client that does not
   // follow the protocol) is found by the periodic check.
-  return housekeeping && reader_.HasData();
+  if (!housekeeping || !reader_.HasData()) return false;
+  if (CommandCosts* costs = this->costs()) {
+    costs->RecordStreamEvent(cost_key_, StreamEvent::kPeriodicWake);
+  }
+  return true;
 }
 
 void StreamWorker::Fault(uint64_t sequence, const absl::Status& status) {
@@ -141,6 +157,10 @@ void StreamWorker::Fault(uint64_t sequence, const absl::Status& status) {
 }
 
 StreamWorker::Step StreamWorker::RunOne() {
+  CommandCosts* const costs = this->costs();
+  timing_.enabled = costs != nullptr;
+  if (costs != nullptr) timing_.Clear();
+  StageTimer reading(&timing_, CostStage::kRead);
   const absl::Status read = reader_.TryRead(&payload_);
   if (absl::IsUnavailable(read)) return Step::kEmpty;
   const uint64_t expected = last_sequence_ + 1;
@@ -167,6 +187,11 @@ StreamWorker::Step StreamWorker::RunOne() {
                         ": commands were lost or reordered")));
     return Step::kStop;
   }
+  reading.Stop();
+  if (costs != nullptr) {
+    timing_.Add(CostStage::kWait, slice_wait_ns_);
+    slice_wait_ns_ = 0;
+  }
   const absl::Status status = executor_->Execute(context_, command);
   session_->CountCommand();
   if (!status.ok()) {
@@ -175,23 +200,38 @@ StreamWorker::Step StreamWorker::RunOne() {
         ") failed: ", status.message());
     RecordStreamError(slot_, expected, CommandName(command), status);
   }
+  StageTimer completing(&timing_, CostStage::kComplete);
   last_sequence_ = expected;
   slot_->completed.Advance(last_sequence_);
+  completing.Stop();
+  if (costs != nullptr) {
+    costs->RecordCommand(cost_key_, CommandName(command), timing_);
+  }
   return Step::kRan;
 }
 
 bool StreamWorker::SpinForWork(DeviceScheduler* scheduler) {
   if (!scheduler->MaySpin()) return false;
+  CommandCosts* const costs = this->costs();
+  const absl::Time start = absl::Now();
+  bool found = false;
   // kSpinBeforeSleep: a stream fed back to back never pays a park and a
   // doorbell.
-  const absl::Time until = absl::Now() + kSpinBeforeSleep;
+  const absl::Time until = start + kSpinBeforeSleep;
   while (absl::Now() < until) {
     SpinPause();
-    if (reader_.HasData() || StopOrDrainRequested()) return true;
+    if (reader_.HasData() || StopOrDrainRequested()) {
+      found = true;
+      break;
+    }
     // Someone else is ready: give the executor to them.
-    if (scheduler->OthersWaiting()) return false;
+    if (scheduler->OthersWaiting()) break;
   }
-  return false;
+  if (costs != nullptr) {
+    costs->RecordSpin(cost_key_, absl::ToInt64Nanoseconds(absl::Now() - start));
+    if (found) costs->RecordStreamEvent(cost_key_, StreamEvent::kSpinWithWork);
+  }
+  return found;
 }
 
 DeviceScheduler::Runner::Outcome StreamWorker::RunSlice(
@@ -201,6 +241,10 @@ DeviceScheduler::Runner::Outcome StreamWorker::RunSlice(
   // ring, nothing else.)
   if (slot_->parked.load(std::memory_order_relaxed) != 0) {
     slot_->parked.store(0, std::memory_order_relaxed);
+  }
+  if (CommandCosts* costs = this->costs()) {
+    costs->RecordStreamEvent(cost_key_, StreamEvent::kSlice);
+    slice_wait_ns_ = MonotonicNanoseconds() - queued_ns();
   }
   absl::Time slice_start = absl::Now();
   int slice_commands = 0;
@@ -216,6 +260,9 @@ DeviceScheduler::Runner::Outcome StreamWorker::RunSlice(
       // client sees the flag and rings.
       slot_->parked.store(1, std::memory_order_seq_cst);
       if (!reader_.HasData() && !StopOrDrainRequested()) {
+        if (CommandCosts* costs = this->costs()) {
+          costs->RecordStreamEvent(cost_key_, StreamEvent::kPark);
+        }
         return Outcome::kParked;
       }
       // Take the stream back. If the client cleared the flag first, it also

@@ -26,6 +26,8 @@
 #include "data_plane/command_ring.h"
 #include "data_plane/session_layout.h"
 #include "device_daemon/devices/device_scheduler.h"
+#include "device_daemon/execution/command_costs.h"
+#include "device_daemon/execution/command_timing.h"
 #include "device_daemon/execution/stream_context.h"
 #include "device_daemon/sessions/stream_engine.h"
 #include "google/protobuf/arena.h"
@@ -89,6 +91,8 @@ class StreamWorker : public RunningStream,
   bool SpinForWork(DeviceScheduler* scheduler);
   bool StopOrDrainRequested() const;
   void Fault(uint64_t sequence, const absl::Status& status);
+  // The cost profile, when it is on (command_costs.h).
+  CommandCosts* costs() const;
 
   Session* const session_;
   const uint32_t slot_index_;
@@ -103,8 +107,12 @@ class StreamWorker : public RunningStream,
   std::atomic<bool> started_{false};
   std::atomic<bool> finished_{false};
 
+  const StreamKey cost_key_;
   // Used by one executor at a time (the scheduler's mutex orders them).
   RingReader reader_;
+  CommandTiming timing_;
+  // The scheduling wait of the slice's first command, not yet counted.
+  int64_t slice_wait_ns_ = 0;
   const StreamContext context_;
   uint64_t last_sequence_;
   std::string payload_;

@@ -12,7 +12,9 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "data_plane/monotonic_clock.h"
 #include "device_daemon/base/errors.h"
+#include "device_daemon/execution/command_timing.h"
 #include "device_daemon/kernels/kernel_launch.h"
 #include "device_daemon/kernels/kernel_workspace.h"
 #include "device_daemon/kernels/launch_decoder.h"
@@ -22,6 +24,14 @@
 #include "op_codec/kernel_settings.h"
 
 namespace openreg::daemon {
+namespace {
+
+int64_t DecodeAndKernel(const CommandTiming& timing) {
+  return timing.nanoseconds[static_cast<int>(CostStage::kDecode)] +
+         timing.nanoseconds[static_cast<int>(CostStage::kKernel)];
+}
+
+}  // namespace
 
 AtenOpRunner::AtenOpRunner(uint64_t workspace_limit_bytes)
     : workspace_limit_bytes_(workspace_limit_bytes) {
@@ -37,9 +47,10 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
   // regions, and with few cores more threads would only add contention.
   // Plain inference: no autograd bookkeeping for daemon-side tensors.
   c10::InferenceMode inference_mode;
+  StageTimer settings_stage(context.timing, CostStage::kSettings);
   LaunchDecoder decoder(context, op);
   LaunchReply reply(context, op, decoder);
-  KernelLaunch launch(op, decoder, reply);
+  KernelLaunch launch(op, decoder, reply, context.timing);
   op_codec::KernelSettings settings;
   if (op.has_settings()) {
     absl::StatusOr<op_codec::KernelSettings> decoded =
@@ -53,7 +64,15 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
   }
   const KernelSettingsGate::Pass pass = settings_gate_.Enter(settings);
   op_codec::ApplyThreadSettings(settings);
+  settings_stage.Stop();
   absl::Status status;
+  // What the launch spends outside its decode and kernel stages is its
+  // reply: out= stand-ins, copies into place, the reply record.
+  CommandTiming* const timing =
+      context.timing != nullptr && context.timing->enabled ? context.timing
+                                                           : nullptr;
+  const int64_t launch_start = timing != nullptr ? MonotonicNanoseconds() : 0;
+  const int64_t inner_before = timing != nullptr ? DecodeAndKernel(*timing) : 0;
   try {
     const KernelWorkspace::Scope workspace(workspace_limit_bytes_, op.name(),
                                            op.overload());
@@ -75,6 +94,11 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
         absl::StrCat(OpName(op), " failed with an unknown exception"));
   }
   if (!status.ok()) reply.ReleaseResults();
+  if (timing != nullptr) {
+    timing->Add(CostStage::kReply,
+                MonotonicNanoseconds() - launch_start -
+                    (DecodeAndKernel(*timing) - inner_before));
+  }
   return status;
 }
 

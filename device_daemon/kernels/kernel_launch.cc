@@ -1,6 +1,7 @@
 #include "device_daemon/kernels/kernel_launch.h"
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "device_daemon/base/errors.h"
+#include "device_daemon/kernels/kernel_workspace.h"
 #include "device_daemon/kernels/launch_error.h"
 #include "device_daemon/kernels/warn_once_probe.h"
 
@@ -84,6 +86,7 @@ absl::Status KernelLaunch::Run(uint64_t sequence, WrittenTensors* written) {
 }
 
 absl::Status KernelLaunch::RunKernel(uint64_t sequence) {
+  StageTimer decoding(timing_, CostStage::kDecode);
   absl::StatusOr<const ResolvedOp*> resolved = Resolve();
   if (!resolved.ok()) return resolved.status();
   resolved_ = *resolved;
@@ -93,6 +96,7 @@ absl::Status KernelLaunch::RunKernel(uint64_t sequence) {
   if (absl::Status outputs = decoder_.ValidateOutputs(); !outputs.ok()) {
     return outputs;
   }
+  decoding.Stop();
   if (!op_.synchronous()) {
     // Warnings of an asynchronous kernel (value-dependent ones: the checked
     // first launch of the signature replied with the others) wait in the
@@ -152,7 +156,28 @@ absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,
     return RunOutVariant(*resolved.out_variant, stack);
   }
   ReplaceOutArguments(resolved.handle.schema(), stack, &out_arguments_);
-  Call(resolved.handle, stack);
+  // The kernel allocates its results: let it allocate them in the client's
+  // outputs (kernel_workspace.h, placement), so that the reply copies
+  // nothing. Not the outputs of an in-place or out= op: those are its
+  // arguments, which the kernel still reads.
+  std::vector<KernelWorkspace::Slot> slots;
+  const std::vector<c10::Argument>& returns =
+      resolved.handle.schema().returns();
+  if (returns.size() == static_cast<size_t>(op_.outputs_size())) {
+    slots.reserve(returns.size());
+    for (int i = 0; i < op_.outputs_size(); ++i) {
+      if (returns[i].alias_info() != nullptr) continue;
+      absl::StatusOr<at::Tensor> tensor = decoder_.DeviceTensor(op_.outputs(i));
+      if (!tensor.ok()) return tensor.status();
+      if (tensor->numel() > 0 && tensor->is_non_overlapping_and_dense()) {
+        slots.push_back({tensor->data_ptr(), tensor->nbytes()});
+      }
+    }
+  }
+  {
+    const KernelWorkspace::Placement placement(&slots);
+    Call(resolved.handle, stack);
+  }
   return reply_.CopyToOutputs(*stack);
 }
 
@@ -236,6 +261,10 @@ absl::Status KernelLaunch::RunOutVariant(const c10::OperatorHandle& out_variant,
 
 void KernelLaunch::Call(const c10::OperatorHandle& handle,
                         torch::jit::Stack* stack) {
+  const StageTimer kernel(timing_, CostStage::kKernel);
+  if (timing_ != nullptr && timing_->enabled) {
+    timing_->kernel_threads = at::get_num_threads();
+  }
   if (!op_.has_default_generator()) {
     handle.callBoxed(stack);
     return;

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "device_daemon/execution/command_timing.h"
 #include "device_daemon/execution/fault_hook.h"
 #include "device_daemon/kernels/launch_decoder.h"
 #include "device_daemon/kernels/launch_reply.h"
@@ -35,9 +36,10 @@ namespace openreg::daemon {
 
 class KernelLaunch {
  public:
+  // `timing` (may be null) gets the decode and kernel stages.
   KernelLaunch(const proto::LaunchOp& op, LaunchDecoder& decoder,
-               LaunchReply& reply)
-      : op_(op), decoder_(decoder), reply_(reply) {}
+               LaunchReply& reply, CommandTiming* timing)
+      : op_(op), decoder_(decoder), reply_(reply), timing_(timing) {}
 
   // On success, `written` (if not null) gets the tensors the kernel wrote.
   absl::Status Run(uint64_t sequence, WrittenTensors* written);
@@ -72,6 +74,7 @@ class KernelLaunch {
   const proto::LaunchOp& op_;
   LaunchDecoder& decoder_;
   LaunchReply& reply_;
+  CommandTiming* const timing_;
   const ResolvedOp* resolved_ = nullptr;  // set once the op is looked up
   OutArguments out_arguments_;
 };

@@ -8,7 +8,7 @@ KernelSettingsGate::KernelSettingsGate() {
 
 uint64_t KernelSettingsGate::FirstDifferentWaiter() const {
   for (const auto& [ticket, settings] : waiting_) {
-    if (settings != current_) return ticket;
+    if (!op_codec::SameProcessSettings(settings, current_)) return ticket;
   }
   return 0;
 }
@@ -16,7 +16,8 @@ uint64_t KernelSettingsGate::FirstDifferentWaiter() const {
 KernelSettingsGate::Pass KernelSettingsGate::Enter(
     const op_codec::KernelSettings& settings) {
   absl::MutexLock lock(&mutex_);
-  if (waiting_.empty() && settings == current_) {  // the usual case
+  if (waiting_.empty() &&
+      op_codec::SameProcessSettings(settings, current_)) {  // the usual case
     ++running_;
     return Pass(this);
   }
@@ -24,14 +25,14 @@ KernelSettingsGate::Pass KernelSettingsGate::Enter(
   waiting_.emplace(ticket, settings);
   const auto admissible = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     const uint64_t first_different = FirstDifferentWaiter();
-    if (settings == current_) {
+    if (op_codec::SameProcessSettings(settings, current_)) {
       return first_different == 0 || ticket < first_different;
     }
     return running_ == 0 && ticket == first_different;
   };
   mutex_.Await(absl::Condition(&admissible));
   waiting_.erase(ticket);
-  if (settings != current_) {
+  if (!op_codec::SameProcessSettings(settings, current_)) {
     op_codec::ApplyProcessSettings(settings);
     current_ = settings;
     ++switches_;

@@ -15,6 +15,7 @@ namespace openreg::daemon {
 namespace {
 
 thread_local std::shared_ptr<KernelWorkspace::Budget> t_budget;
+thread_local std::vector<KernelWorkspace::Slot>* t_slots = nullptr;
 
 // Counted allocations by address, with their budgets. A DataPtr of this
 // allocator stays "simple" (context == data) because some kernels use the
@@ -22,28 +23,40 @@ thread_local std::shared_ptr<KernelWorkspace::Budget> t_budget;
 // the bookkeeping lives here rather than in the context.
 struct Counted {
   uint64_t bytes = 0;
-  std::shared_ptr<KernelWorkspace::Budget> budget;
+  std::shared_ptr<KernelWorkspace::Budget> budget;  // null when placed
+  bool placed = false;  // a placement slot's memory: never freed here
 };
 
 class CountedAllocations {
  public:
   void Add(void* data, uint64_t bytes,
-           std::shared_ptr<KernelWorkspace::Budget> budget) {
+           std::shared_ptr<KernelWorkspace::Budget> budget, bool placed) {
     absl::MutexLock lock(&mutex_);
-    by_address_[data] = Counted{bytes, std::move(budget)};
+    by_address_[data] = Counted{bytes, std::move(budget), placed};
     count_.store(by_address_.size(), std::memory_order_release);
   }
-  void Remove(void* data) {
+  // Forgets `data`; true when it was placed memory (not to be freed).
+  bool Remove(void* data) {
     // Most frees are of uncounted memory (outside any kernel scope).
-    if (count_.load(std::memory_order_acquire) == 0) return;
+    if (count_.load(std::memory_order_acquire) == 0) return false;
     std::shared_ptr<KernelWorkspace::Budget> budget;  // released unlocked
     absl::MutexLock lock(&mutex_);
     auto found = by_address_.find(data);
-    if (found == by_address_.end()) return;
+    if (found == by_address_.end()) return false;
+    const bool placed = found->second.placed;
     budget = std::move(found->second.budget);
-    budget->live.fetch_sub(found->second.bytes, std::memory_order_relaxed);
+    if (budget != nullptr) {
+      budget->live.fetch_sub(found->second.bytes, std::memory_order_relaxed);
+    }
     by_address_.erase(found);
     count_.store(by_address_.size(), std::memory_order_release);
+    return placed;
+  }
+  bool IsPlaced(const void* data) {
+    if (count_.load(std::memory_order_acquire) == 0) return false;
+    absl::MutexLock lock(&mutex_);
+    auto found = by_address_.find(const_cast<void*>(data));
+    return found != by_address_.end() && found->second.placed;
   }
 
  private:
@@ -62,8 +75,20 @@ CountedAllocations& CountedRegistry() {
 c10::DeleterFnPtr g_base_deleter = nullptr;
 
 void DeleteCounted(void* data) {
-  CountedRegistry().Remove(data);
+  if (CountedRegistry().Remove(data)) return;  // the client's memory
   g_base_deleter(data);
+}
+
+// A free slot of exactly `bytes` in the calling thread's placement.
+KernelWorkspace::Slot* TakeSlot(size_t bytes) {
+  if (t_slots == nullptr || bytes == 0) return nullptr;
+  for (KernelWorkspace::Slot& slot : *t_slots) {
+    if (!slot.taken && slot.bytes == bytes) {
+      slot.taken = true;
+      return &slot;
+    }
+  }
+  return nullptr;
 }
 
 class AccountingAllocator final : public c10::Allocator {
@@ -71,6 +96,11 @@ class AccountingAllocator final : public c10::Allocator {
   explicit AccountingAllocator(c10::Allocator* base) : base_(base) {}
 
   c10::DataPtr allocate(size_t bytes) override {
+    if (KernelWorkspace::Slot* slot = TakeSlot(bytes)) {
+      CountedRegistry().Add(slot->data, bytes, nullptr, /*placed=*/true);
+      return c10::DataPtr(slot->data, slot->data, &DeleteCounted,
+                          c10::Device(c10::DeviceType::CPU));
+    }
     KernelWorkspace::Budget* budget = t_budget.get();
     if (budget != nullptr) {
       const uint64_t live =
@@ -99,7 +129,7 @@ class AccountingAllocator final : public c10::Allocator {
     const c10::Device device = base.device();
     void* data = base.release_context();  // ours to free with the base deleter
     if (budget != nullptr && data != nullptr) {
-      CountedRegistry().Add(data, bytes, t_budget);
+      CountedRegistry().Add(data, bytes, t_budget, /*placed=*/false);
     }
     return c10::DataPtr(data, data, &DeleteCounted, device);
   }
@@ -144,5 +174,16 @@ KernelWorkspace::Scope::Scope(uint64_t limit_bytes, std::string_view op_name,
 }
 
 KernelWorkspace::Scope::~Scope() { t_budget = std::move(outer_); }
+
+KernelWorkspace::Placement::Placement(std::vector<Slot>* slots)
+    : outer_(t_slots) {
+  t_slots = slots;
+}
+
+KernelWorkspace::Placement::~Placement() { t_slots = outer_; }
+
+bool KernelWorkspace::IsPlaced(const void* data) {
+  return CountedRegistry().IsPlaced(data);
+}
 
 }  // namespace openreg::daemon

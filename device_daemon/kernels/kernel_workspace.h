@@ -11,6 +11,15 @@
 // c10::OutOfMemoryError, which reaches the client as
 // torch.OutOfMemoryError. Allocations of ATen's intra-op worker threads and
 // outside any scope are not counted.
+//
+// Placement: while a KernelWorkspace::Placement is alive on a thread, an
+// allocation of exactly the size of one of its slots (the client's output
+// memory of the running launch) gets that memory, once per slot, instead
+// of new memory; freeing it frees nothing. A kernel that allocates its
+// result (convolution, batch norm) then writes it where the client reads
+// it, and the reply has nothing to copy. A result may also be a temporary
+// that took a slot, so the reply copies out of placed memory first
+// (IsPlaced) before it writes any output.
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_WORKSPACE_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_WORKSPACE_H_
 
@@ -18,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 namespace openreg::daemon {
 
@@ -50,6 +60,27 @@ class KernelWorkspace {
     std::shared_ptr<Budget> budget_;
     std::shared_ptr<Budget> outer_;  // restored at the end (nested scopes)
   };
+
+  struct Slot {
+    void* data = nullptr;
+    size_t bytes = 0;
+    bool taken = false;
+  };
+
+  class Placement {
+   public:
+    // `slots` must stay alive and in place while the placement is.
+    explicit Placement(std::vector<Slot>* slots);
+    Placement(const Placement&) = delete;
+    Placement& operator=(const Placement&) = delete;
+    ~Placement();
+
+   private:
+    std::vector<Slot>* outer_;
+  };
+
+  // True while `data` is memory a placement handed out and not yet freed.
+  static bool IsPlaced(const void* data);
 };
 
 }  // namespace openreg::daemon

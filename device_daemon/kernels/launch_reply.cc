@@ -12,6 +12,7 @@
 #include "data_plane/tensor_extent.h"
 #include "data_plane/warning_mailbox.h"
 #include "device_daemon/base/errors.h"
+#include "device_daemon/kernels/kernel_workspace.h"
 #include "device_daemon/kernels/launch_error.h"
 #include "device_daemon/sessions/session.h"
 
@@ -23,6 +24,14 @@ std::pair<const char*, const char*> ByteRange(const at::Tensor& tensor) {
   const char* begin = static_cast<const char*>(tensor.data_ptr());
   return {begin, begin + StridedSpanElements(tensor.sizes(), tensor.strides()) *
                              tensor.element_size()};
+}
+
+// `result` already is `output`: same first byte, strides and dtype (an
+// in-place or out= kernel, or a result allocated in the output).
+bool InPlace(const at::Tensor& output, const at::Tensor& result) {
+  return output.data_ptr() == result.data_ptr() &&
+         output.strides() == result.strides() &&
+         output.scalar_type() == result.scalar_type();
 }
 
 }  // namespace
@@ -71,13 +80,29 @@ absl::Status LaunchReply::CopyToOutputs(const torch::jit::Stack& stack) {
                                     " tensors but the launch has ",
                                     op_.outputs_size(), " outputs"));
   }
+  std::vector<at::Tensor> destinations;
+  destinations.reserve(produced.size());
   for (int i = 0; i < op_.outputs_size(); ++i) {
-    const at::Tensor& result = produced[i];
-    if (!result.defined()) continue;  // e.g. an output-mask-disabled grad
     absl::StatusOr<at::Tensor> destination =
         decoder_.DeviceTensor(op_.outputs(i));
     if (!destination.ok()) return destination.status();
-    at::Tensor& output = *destination;
+    destinations.push_back(*std::move(destination));
+  }
+  // A result the kernel allocated in one of the outputs (a placement,
+  // kernel_workspace.h) that is not exactly its own output would be
+  // overwritten by the copies below: it moves out of the way first.
+  for (size_t i = 0; i < produced.size(); ++i) {
+    at::Tensor& result = produced[i];
+    if (!result.defined() || result.numel() == 0 ||
+        !KernelWorkspace::IsPlaced(result.storage().data())) {
+      continue;
+    }
+    if (!InPlace(destinations[i], result)) result = result.clone();
+  }
+  for (int i = 0; i < op_.outputs_size(); ++i) {
+    const at::Tensor& result = produced[i];
+    if (!result.defined()) continue;  // e.g. an output-mask-disabled grad
+    at::Tensor& output = destinations[i];
     if ((result.numel() == 0) != (output.numel() == 0)) {
       // Placeholders for results nobody reads (batch norm statistics in
       // eval mode, _embedding_bag_forward_only's buffers) are empty on one
@@ -94,12 +119,9 @@ absl::Status LaunchReply::CopyToOutputs(const torch::jit::Stack& stack) {
                        ShapeString(result.sizes())));
     }
     if (result.numel() == 0) continue;
+    if (InPlace(output, result)) continue;  // in place, out= or placed
     const auto [out_begin, out_end] = ByteRange(output);
     const auto [in_begin, in_end] = ByteRange(result);
-    if (out_begin == in_begin && output.strides() == result.strides() &&
-        output.scalar_type() == result.scalar_type()) {
-      continue;  // in-place or out= op: already there
-    }
     if (out_begin < in_end && in_begin < out_end) {
       output.copy_(result.clone());  // overlapping memory
     } else {

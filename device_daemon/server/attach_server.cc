@@ -281,7 +281,8 @@ void AttachServer::Attach(int fd) {
   welcome.segment_bytes = (*session)->segment().size();
   const SharedMemory& doorbells = (*session)->devices().doorbell_page();
   welcome.doorbell_bytes = doorbells.size();
-  const int fds[kWelcomeFds] = {(*session)->segment().fd(), doorbells.fd()};
+  const int fds[kWelcomeFds] = {(*session)->segment().fd(), doorbells.fd(),
+                                (*session)->ring_fd()};
   const absl::Status sent =
       SendMessage(fd, &welcome, sizeof(welcome), fds, kWelcomeFds);
   if (!sent.ok()) {

@@ -36,11 +36,12 @@ void WithSession(SessionRegistry* registry, const proto::SessionRef& ref,
 }  // namespace
 
 ControlService::ControlService(Devices* devices, SessionRegistry* registry,
-                               FaultInjector* faults, IpcExports* exports,
-                               std::string attach_socket)
+                               FaultInjector* faults, CommandCosts* costs,
+                               IpcExports* exports, std::string attach_socket)
     : devices_(devices),
       registry_(registry),
       faults_(faults),
+      costs_(costs),
       exports_(exports),
       attach_socket_(std::move(attach_socket)) {}
 
@@ -446,6 +447,27 @@ grpc::Status ControlService::GetCommandProfile(
   for (proto::CommandCount& count : faults_->Profile()) {
     *reply->add_counts() = std::move(count);
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::CostProfile(
+    grpc::ServerContext*, const proto::CostProfileRequest* request,
+    proto::CostProfileReply* reply) {
+  switch (request->action()) {
+    case proto::CostProfileRequest::START:
+      costs_->Start();
+      Log(LogLevel::kInfo, "cost profile started");
+      break;
+    case proto::CostProfileRequest::STOP:
+      costs_->Stop();
+      break;
+    case proto::CostProfileRequest::RESET:
+      costs_->Reset();
+      break;
+    default:
+      break;
+  }
+  *reply = costs_->Snapshot();
   return grpc::Status::OK;
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "device_daemon/devices/devices.h"
+#include "device_daemon/execution/command_costs.h"
 #include "device_daemon/faults/fault_injector.h"
 #include "device_daemon/ipc/ipc_exports.h"
 #include "device_daemon/sessions/session_registry.h"
@@ -21,10 +22,11 @@ namespace openreg::daemon {
 
 class ControlService final : public proto::DeviceDaemon::Service {
  public:
-  // `devices`, `registry` and `faults` must outlive the service.
+  // `devices`, `registry`, `faults`, `costs` and `exports` must outlive
+  // the service.
   ControlService(Devices* devices, SessionRegistry* registry,
-                 FaultInjector* faults, IpcExports* exports,
-                 std::string attach_socket);
+                 FaultInjector* faults, CommandCosts* costs,
+                 IpcExports* exports, std::string attach_socket);
 
   grpc::Status Handshake(grpc::ServerContext* context,
                          const proto::HandshakeRequest* request,
@@ -102,6 +104,9 @@ class ControlService final : public proto::DeviceDaemon::Service {
   grpc::Status ResetDevice(grpc::ServerContext* context,
                            const proto::ResetDeviceRequest* request,
                            proto::ResetDeviceReply* reply) override;
+  grpc::Status CostProfile(grpc::ServerContext* context,
+                           const proto::CostProfileRequest* request,
+                           proto::CostProfileReply* reply) override;
   grpc::Status GetCommandProfile(grpc::ServerContext* context,
                                  const proto::GetCommandProfileRequest* request,
                                  proto::GetCommandProfileReply* reply) override;
@@ -110,6 +115,7 @@ class ControlService final : public proto::DeviceDaemon::Service {
   Devices* const devices_;
   SessionRegistry* const registry_;
   FaultInjector* const faults_;
+  CommandCosts* const costs_;
   IpcExports* const exports_;
   const std::string attach_socket_;
 };

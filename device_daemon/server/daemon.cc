@@ -65,6 +65,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   daemon->executor_ = std::make_unique<CommandExecutor>(
       daemon->devices_.get(), daemon->op_runner_.get());
   daemon->executor_->SetFaultHook(daemon->faults_.get());
+  if (options.profile_costs) daemon->executor_->costs().Start();
   daemon->registry_ = std::make_unique<SessionRegistry>(
       daemon->devices_.get(), daemon->executor_.get(), options.session_limits,
       options.session_quota);
@@ -107,8 +108,8 @@ absl::Status Daemon::StartServers() {
     attach_server->DropSession(session_id);
   });
   control_service_ = std::make_unique<ControlService>(
-      devices_.get(), registry_.get(), faults_.get(), &exports_,
-      attach_socket_path());
+      devices_.get(), registry_.get(), faults_.get(), &executor_->costs(),
+      &exports_, attach_socket_path());
   // No listening port: control_listener_ accepts the connections and hands
   // this server only those of the daemon's uid.
   grpc::ServerBuilder builder;

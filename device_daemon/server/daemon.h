@@ -44,6 +44,8 @@ struct DaemonOptions {
   proto::FaultPlan fault_plan;
   // Count every command in the command profile (--profile_commands).
   bool profile_commands = false;
+  // Start the cost profile at once (--profile_costs).
+  bool profile_costs = false;
   // Executor threads per device (--executors_per_device); 0 =
   // DefaultMultiprocessorCount().
   int executors_per_device = 0;

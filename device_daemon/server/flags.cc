@@ -63,6 +63,10 @@ ABSL_FLAG(int32_t, executors_per_device,
 ABSL_FLAG(bool, profile_commands, false,
           "Count every command by (device, kind, op, phase): the command "
           "profile a fault campaign samples from (openreg-ctl profile).");
+ABSL_FLAG(bool, profile_costs, false,
+          "Start the cost profile at once: where the daemon's time goes per "
+          "op, stream and executor (openreg-ctl costs; it can also be "
+          "started and stopped while the daemon runs).");
 
 namespace openreg::daemon {
 
@@ -161,6 +165,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
     config.options.fault_plan = *std::move(plan);
   }
   config.options.profile_commands = absl::GetFlag(FLAGS_profile_commands);
+  config.options.profile_costs = absl::GetFlag(FLAGS_profile_costs);
   config.options.executors_per_device =
       absl::GetFlag(FLAGS_executors_per_device);
   if (config.options.executors_per_device < 0 ||

@@ -35,8 +35,11 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
   absl::StatusOr<SessionSegment> segment = SessionSegment::Create(
       limits, static_cast<uint32_t>(devices->count()), identity.id);
   if (!segment.ok()) return segment.status();
-  std::unique_ptr<Session> session(
-      new Session(std::move(identity), devices, engine, *std::move(segment)));
+  absl::StatusOr<SessionRing> ring = SessionRing::Create(devices);
+  if (!ring.ok()) return ring.status();
+  std::unique_ptr<Session> session(new Session(std::move(identity), devices,
+                                               engine, *std::move(segment),
+                                               *std::move(ring)));
   {
     absl::MutexLock lock(&session->mutex_);
     for (int device = 0; device < devices->count(); ++device) {
@@ -47,11 +50,12 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(
 }
 
 Session::Session(SessionIdentity identity, Devices* devices,
-                 StreamEngine* engine, SessionSegment segment)
+                 StreamEngine* engine, SessionSegment segment, SessionRing ring)
     : identity_(std::move(identity)),
       devices_(devices),
       engine_(engine),
       segment_(std::move(segment)),
+      ring_(std::move(ring)),
       allocations_(devices),
       events_(segment_.event_slot(0), segment_.layout().limits.max_events) {
   absl::MutexLock lock(&mutex_);

@@ -34,6 +34,7 @@
 #include "data_plane/tensor_extent.h"
 #include "data_plane/unix_socket.h"
 #include "device_daemon/devices/devices.h"
+#include "device_daemon/devices/session_ring.h"
 #include "device_daemon/memory/device_buffer.h"
 #include "device_daemon/sessions/allocation_table.h"
 #include "device_daemon/sessions/event_table.h"
@@ -80,6 +81,8 @@ class Session {
   uid_t uid() const { return identity_.peer.uid; }
   const std::string& client_name() const { return identity_.client_name; }
   const SharedMemory& segment() const { return segment_.memory(); }
+  // The fd the client writes to ring for its parked streams (doorbell.h).
+  int ring_fd() const { return ring_.fd(); }
   Devices& devices() const { return *devices_; }
 
   // The daemon's trusted copy of the segment layout.
@@ -221,7 +224,7 @@ class Session {
   };
 
   Session(SessionIdentity identity, Devices* devices, StreamEngine* engine,
-          SessionSegment segment);
+          SessionSegment segment, SessionRing ring);
 
   absl::Status CheckOpen() const ABSL_SHARED_LOCKS_REQUIRED(mutex_);
   // kInvalidDevice unless `device` is one of the daemon's devices.
@@ -235,6 +238,7 @@ class Session {
   Devices* const devices_;
   StreamEngine* const engine_;
   const SessionSegment segment_;
+  const SessionRing ring_;
   std::atomic<uint64_t> commands_executed_{0};
   std::atomic<bool> has_sticky_error_{false};
   std::atomic<bool> streams_stopped_{false};

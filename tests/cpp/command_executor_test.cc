@@ -65,10 +65,11 @@ class CommandExecutorTest : public ::testing::Test {
   ~CommandExecutorTest() override { session_->Close(); }
 
   StreamDriver Driver(uint32_t slot) {
-    return StreamDriver(
-        session_->stream_slot(slot), session_->ring_buffer(slot),
-        session_->limits().ring_bytes,
-        devices_->doorbell(session_->stream_slot(slot)->device));
+    return StreamDriver(session_->stream_slot(slot),
+                        session_->ring_buffer(slot),
+                        session_->limits().ring_bytes,
+                        devices_->doorbell(session_->stream_slot(slot)->device),
+                        session_->ring_fd());
   }
 
   RecordingOpRunner runner_;
@@ -141,9 +142,9 @@ TEST(ExecutorTeardownTest, SessionsCloseWhileTheirCommandsRun) {
       for (uint32_t slot : slots) {
         submitters.emplace_back([session, slot, &devices] {
           StreamSlot* shared = session->stream_slot(slot);
-          StreamDriver stream(shared, session->ring_buffer(slot),
-                              session->limits().ring_bytes,
-                              devices->doorbell(shared->device));
+          StreamDriver stream(
+              shared, session->ring_buffer(slot), session->limits().ring_bytes,
+              devices->doorbell(shared->device), session->ring_fd());
           for (int i = 0; i < 50; ++i) {
             stream.Submit(Launch("fake::op"));
             // Waits on another stream's work, some never submitted: Close

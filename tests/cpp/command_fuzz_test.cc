@@ -55,7 +55,8 @@ TEST(CommandFuzzTest, RandomCommandsNeverCrashOrStall) {
   const uint32_t iterations = EnvOr("OPENREG_FUZZ_ITERATIONS", 1500);
   CommandGenerator fuzzer(seed, buffers, kBufferBytes);
   StreamDriver stream(session->stream_slot(0), session->ring_buffer(0),
-                      limits.ring_bytes, session->devices().doorbell(0));
+                      limits.ring_bytes, session->devices().doorbell(0),
+                      session->ring_fd());
   int failures = 0;
   for (uint32_t i = 0; i < iterations; ++i) {
     uint64_t sequence;

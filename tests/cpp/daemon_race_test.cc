@@ -291,10 +291,10 @@ TEST_F(DaemonRaceTest, ClientsAttachWhileOthersDetachEveryWay) {
           return registry_->Find(ref);
         }();
         if (session.ok()) {
-          StreamDriver stream((*session)->stream_slot(0),
-                              (*session)->ring_buffer(0),
-                              (*session)->limits().ring_bytes,
-                              (*session)->devices().doorbell(0));
+          StreamDriver stream(
+              (*session)->stream_slot(0), (*session)->ring_buffer(0),
+              (*session)->limits().ring_bytes,
+              (*session)->devices().doorbell(0), (*session)->ring_fd());
           proto::Command command;
           command.mutable_record_event()->set_event_slot(0);
           stream.Submit(command);
@@ -331,7 +331,8 @@ TEST_F(DaemonRaceTest, RingPositionsStayConsistentAcrossWrapAround) {
       MakeTestSession(7, devices_.get(), executor_.get());
   const uint64_t buffer = *session->Allocate(0, kBufferBytes);
   StreamDriver stream(session->stream_slot(0), session->ring_buffer(0),
-                      session->limits().ring_bytes, devices_->doorbell(0));
+                      session->limits().ring_bytes, devices_->doorbell(0),
+                      session->ring_fd());
   // Sizes that do not divide the ring: records wrap with padding in every
   // position. The client waits on the completion counter (futex) while the
   // worker advances it; a second thread reads both ring positions.
@@ -384,7 +385,8 @@ TEST_F(DaemonRaceTest, AClientRewritingRingPositionsOnlyFaultsItsStream) {
       << slot->error_message;
   // The other stream and the session go on.
   StreamDriver other(session->stream_slot(0), session->ring_buffer(0),
-                     session->limits().ring_bytes, devices_->doorbell(0));
+                     session->limits().ring_bytes, devices_->doorbell(0),
+                     session->ring_fd());
   proto::Command command;
   command.mutable_launch()->set_name("fake::after");
   EXPECT_EQ(other.Run(command), std::nullopt);

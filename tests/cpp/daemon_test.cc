@@ -34,6 +34,7 @@ struct Client {
   AttachWelcome welcome{};
   SharedMemory segment;
   SharedMemory doorbells;  // the daemon's doorbell page
+  int ring_fd = -1;        // the session's ring fd
   proto::SessionRef ref;
 
   SessionView view() const { return SessionView(segment.data()); }
@@ -43,6 +44,8 @@ struct Client {
   void HangUp() {
     if (fd >= 0) close(fd);
     fd = -1;
+    if (ring_fd >= 0) close(ring_fd);
+    ring_fd = -1;
   }
   ~Client() { HangUp(); }
 };
@@ -86,7 +89,7 @@ class DaemonTest : public ::testing::Test {
     hello.protocol_version = protocol;
     std::strncpy(hello.client_name, "daemon_test", sizeof(hello.client_name));
     EXPECT_TRUE(SendMessage(client->fd, &hello, sizeof(hello)).ok());
-    int fds[kWelcomeFds] = {-1, -1};
+    int fds[kWelcomeFds] = {-1, -1, -1};
     absl::Status received =
         ReceiveMessage(client->fd, &client->welcome, sizeof(client->welcome),
                        absl::Seconds(10), fds, kWelcomeFds);
@@ -95,6 +98,8 @@ class DaemonTest : public ::testing::Test {
     if (client->welcome.error_code == 0) {
       EXPECT_GE(segment_fd, 0);
       EXPECT_GE(fds[1], 0);
+      EXPECT_GE(fds[2], 0);
+      client->ring_fd = fds[2];
       absl::StatusOr<SharedMemory> segment =
           SharedMemory::Map(segment_fd, client->welcome.segment_bytes);
       EXPECT_TRUE(segment.ok()) << segment.status();
@@ -137,7 +142,8 @@ class DaemonTest : public ::testing::Test {
   StreamErrorRecord Free(Client& client, uint64_t address) {
     SessionView view = client.view();
     StreamDriver stream(view.stream(0), view.ring_buffer(0),
-                        view.header()->limits.ring_bytes, client.doorbell(0));
+                        view.header()->limits.ring_bytes, client.doorbell(0),
+                        client.ring_fd);
     proto::Command command;
     command.mutable_free()->set_address(address);
     return stream.Run(command).value_or(StreamErrorRecord{});
@@ -279,7 +285,8 @@ TEST_F(DaemonTest, DataPlaneThroughTheMappedSegment) {
   const uint64_t buffer = Allocate(client->ref, 0, 1024).address();
   SessionView view = client->view();
   StreamDriver stream(view.stream(0), view.ring_buffer(0),
-                      view.header()->limits.ring_bytes, client->doorbell(0));
+                      view.header()->limits.ring_bytes, client->doorbell(0),
+                      client->ring_fd);
   for (int i = 0; i < 1024; ++i) view.staging()[i] = static_cast<char>(i);
   proto::Command upload;
   upload.mutable_h2d()->set_dst(buffer);
@@ -413,7 +420,8 @@ TEST_F(DaemonTest, HangUpEndsOnlyThatSession) {
     SessionView view = leaving->view();
     StreamDriver side(view.stream(created.slot()),
                       view.ring_buffer(created.slot()),
-                      view.header()->limits.ring_bytes, leaving->doorbell(0));
+                      view.header()->limits.ring_bytes, leaving->doorbell(0),
+                      leaving->ring_fd);
     proto::Command wait;
     wait.mutable_wait_stream()->set_stream_slot(0);
     wait.mutable_wait_stream()->set_sequence(1000);

@@ -4,6 +4,9 @@
 // blocking, finishing.
 #include "device_daemon/devices/device_scheduler.h"
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <functional>
@@ -45,16 +48,18 @@ class RunLog {
 // StreamWorker (data_plane/doorbell.h), through `Give`.
 class FakeRunner : public DeviceScheduler::Runner {
  public:
-  FakeRunner(std::string name, int priority, RunLog* log, Doorbell* doorbell)
+  FakeRunner(std::string name, int priority, RunLog* log, Doorbell* doorbell,
+             int ring_fd)
       : name_(std::move(name)),
         priority_(priority),
         log_(log),
-        doorbell_(doorbell) {}
+        doorbell_(doorbell),
+        ring_fd_(ring_fd) {}
 
   // The client side: publish work, then ring if the runner was parked.
   void Give(int commands) {
     pending_.fetch_add(commands, std::memory_order_seq_cst);
-    if (ClaimParked(&parked_)) RingDoorbell(doorbell_);
+    if (ClaimParked(&parked_)) RingDoorbell(doorbell_, ring_fd_);
   }
   // Publishes work without ringing: only the periodic check finds it.
   void GiveSilently(int commands) {
@@ -62,7 +67,7 @@ class FakeRunner : public DeviceScheduler::Runner {
   }
   void RequestFinish() {
     finish_.store(true, std::memory_order_seq_cst);
-    if (ClaimParked(&parked_)) RingDoorbell(doorbell_);
+    if (ClaimParked(&parked_)) RingDoorbell(doorbell_, ring_fd_);
   }
   void set_before_command(std::function<void()> hook) {
     before_command_ = std::move(hook);
@@ -126,6 +131,7 @@ class FakeRunner : public DeviceScheduler::Runner {
   const int priority_;
   RunLog* const log_;
   Doorbell* const doorbell_;
+  const int ring_fd_;
   DeviceScheduler* scheduler_ = nullptr;
   std::function<void()> before_command_;
   std::atomic<int> pending_{0};
@@ -142,7 +148,8 @@ class DeviceSchedulerTest : public ::testing::Test {
  protected:
   std::shared_ptr<FakeRunner> MakeRunner(const std::string& name,
                                          int priority = 0) {
-    return std::make_shared<FakeRunner>(name, priority, &log_, &doorbell_);
+    return std::make_shared<FakeRunner>(name, priority, &log_, &doorbell_,
+                                        ring_fd_);
   }
 
   // A runner named "busy" that holds the executor it runs on (one command)
@@ -174,10 +181,16 @@ class DeviceSchedulerTest : public ::testing::Test {
 
   RunLog log_;
   Doorbell doorbell_{};
+  // The clients' ring fd (data_plane/doorbell.h); every scheduler of a
+  // test watches it.
+  const int ring_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+
+  void TearDown() override { close(ring_fd_); }
 };
 
 TEST_F(DeviceSchedulerTest, OneExecutorRunsEveryRunnerWithWorkFromManyClients) {
   DeviceScheduler scheduler(/*device=*/0, /*executors=*/1, &doorbell_);
+  ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
   std::vector<std::shared_ptr<FakeRunner>> runners;
   for (int i = 0; i < 16; ++i) {
     runners.push_back(MakeRunner("r" + std::to_string(i)));
@@ -207,6 +220,7 @@ TEST_F(DeviceSchedulerTest, OneExecutorRunsEveryRunnerWithWorkFromManyClients) {
 
 TEST_F(DeviceSchedulerTest, AHigherPriorityRunnerGoesFirst) {
   DeviceScheduler scheduler(0, 1, &doorbell_);
+  ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
   // The only executor is held by `busy` until both others are queued.
   absl::Notification release;
   auto busy = HoldTheExecutor(scheduler, &release);
@@ -229,6 +243,7 @@ TEST_F(DeviceSchedulerTest, AHigherPriorityRunnerGoesFirst) {
 
 TEST_F(DeviceSchedulerTest, TheQueueLengthIsPublishedForClientsWaits) {
   DeviceScheduler scheduler(0, 1, &doorbell_);
+  ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
   absl::Notification release;
   auto busy = HoldTheExecutor(scheduler, &release);
   EXPECT_EQ(doorbell_.queued_streams.load(), 0u);
@@ -258,6 +273,7 @@ TEST_F(DeviceSchedulerTest, TheQueueLengthIsPublishedForClientsWaits) {
 
 TEST_F(DeviceSchedulerTest, EqualPrioritiesTakeTurns) {
   DeviceScheduler scheduler(0, 1, &doorbell_);
+  ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
   absl::Notification release;
   auto busy = HoldTheExecutor(scheduler, &release);
   auto a = MakeRunner("a");
@@ -279,6 +295,7 @@ TEST_F(DeviceSchedulerTest, EqualPrioritiesTakeTurns) {
 
 TEST_F(DeviceSchedulerTest, AWaitInABlockingRegionLetsTheAwaitedRunnerRun) {
   DeviceScheduler scheduler(0, 1, &doorbell_);
+  ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
   std::atomic<bool> producer_ran{false};
   std::atomic<int> threads_while_blocked{0};
   auto waiter = MakeRunner("waiter");
@@ -306,6 +323,7 @@ TEST_F(DeviceSchedulerTest, AWaitInABlockingRegionLetsTheAwaitedRunnerRun) {
 
 TEST_F(DeviceSchedulerTest, FinishedComesOnceAfterTheSchedulerForgotTheRunner) {
   DeviceScheduler scheduler(0, 2, &doorbell_);
+  ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
   auto runner = MakeRunner("r");
   runner->set_scheduler(&scheduler);
   scheduler.Add(runner);
@@ -321,6 +339,7 @@ TEST_F(DeviceSchedulerTest, FinishedComesOnceAfterTheSchedulerForgotTheRunner) {
 
 TEST_F(DeviceSchedulerTest, AParkedRunnerComesBackByWakeOrByHousekeeping) {
   DeviceScheduler scheduler(0, 1, &doorbell_);
+  ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
   auto runner = MakeRunner("r");
   scheduler.Add(runner);
   // An empty runner parks at once, giving its executor back.
@@ -343,6 +362,7 @@ TEST_F(DeviceSchedulerTest, DestroyingTheSchedulerStopsItsExecutors) {
   auto runner = MakeRunner("r");
   {
     DeviceScheduler scheduler(0, 3, &doorbell_);
+    ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
     EXPECT_EQ(scheduler.threads(), 3);
     scheduler.Add(runner);
     runner->Give(10);

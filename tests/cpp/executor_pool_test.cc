@@ -48,15 +48,17 @@ struct RawClient {
   AttachWelcome welcome{};
   SharedMemory segment;
   SharedMemory doorbells;
+  int ring_fd = -1;
   ~RawClient() {
     if (connection >= 0) close(connection);
+    if (ring_fd >= 0) close(ring_fd);
   }
   SessionView view() const { return SessionView(segment.data()); }
   StreamDriver Driver(uint32_t slot) const {
     return StreamDriver(
         view().stream(slot), view().ring_buffer(slot),
         view().header()->limits.ring_bytes,
-        &static_cast<DoorbellPage*>(doorbells.data())->devices[slot]);
+        &static_cast<DoorbellPage*>(doorbells.data())->devices[slot], ring_fd);
   }
 };
 
@@ -72,7 +74,7 @@ std::unique_ptr<RawClient> AttachRaw(const std::string& socket) {
   std::strncpy(hello.client_name, "executor_pool_test",
                sizeof(hello.client_name) - 1);
   EXPECT_TRUE(SendMessage(*fd, &hello, sizeof(hello)).ok());
-  int fds[kWelcomeFds] = {-1, -1};
+  int fds[kWelcomeFds] = {-1, -1, -1};
   absl::Status received =
       ReceiveMessage(*fd, &client->welcome, sizeof(client->welcome),
                      absl::Seconds(10), fds, kWelcomeFds);
@@ -87,6 +89,7 @@ std::unique_ptr<RawClient> AttachRaw(const std::string& socket) {
   if (!segment.ok() || !doorbells.ok()) return nullptr;
   client->segment = *std::move(segment);
   client->doorbells = *std::move(doorbells);
+  client->ring_fd = fds[2];
   return client;
 }
 

@@ -81,7 +81,8 @@ class FaultInjectorTest : public ::testing::Test {
     return StreamDriver(
         session.stream_slot(slot), session.ring_buffer(slot),
         session.limits().ring_bytes,
-        session.devices().doorbell(session.stream_slot(slot)->device));
+        session.devices().doorbell(session.stream_slot(slot)->device),
+        session.ring_fd());
   }
 
   proto::Command Mul(uint64_t address, int device = 0) const {
@@ -523,11 +524,13 @@ TEST(FaultInjectorExecutorTest,
   const uint64_t hung_output = *session->Allocate(0, kElements * 4);
   const uint64_t other_output = *session->Allocate(0, kElements * 4);
   StreamDriver hung(session->stream_slot(0), session->ring_buffer(0),
-                    session->limits().ring_bytes, devices->doorbell(0));
+                    session->limits().ring_bytes, devices->doorbell(0),
+                    session->ring_fd());
   const uint64_t hung_sequence = hung.Submit(MulInto(hung_output));
   const uint32_t slot = *session->CreateStream(0, 0);
   StreamDriver other(session->stream_slot(slot), session->ring_buffer(slot),
-                     session->limits().ring_bytes, devices->doorbell(0));
+                     session->limits().ring_bytes, devices->doorbell(0),
+                     session->ring_fd());
   // The hang fires first (the only executor takes it), then the other
   // stream's kernel needs a thread.
   absl::SleepFor(absl::Milliseconds(50));

@@ -78,7 +78,8 @@ class HostRegionTest : public ::testing::Test {
         MakeTestSession(3, devices_.get(), executor_.get(), TestLimits());
     stream_ = std::make_unique<StreamDriver>(
         session_->stream_slot(0), session_->ring_buffer(0),
-        session_->limits().ring_bytes, devices_->doorbell(0));
+        session_->limits().ring_bytes, devices_->doorbell(0),
+        session_->ring_fd());
   }
 
   ~HostRegionTest() override {

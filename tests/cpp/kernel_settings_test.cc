@@ -3,6 +3,7 @@
 // settings (device_daemon/kernels/kernel_settings_gate.h).
 #include "op_codec/kernel_settings.h"
 
+#include <ATen/Parallel.h>
 #include <c10/core/DefaultDtype.h>
 
 #include <atomic>
@@ -43,6 +44,7 @@ TEST(KernelSettingsTest, ChangedSettingsRoundTrip) {
   settings.allow_fp16_reduction_cpu = true;
   settings.allow_tf32_onednn = true;
   settings.flush_denormal = true;
+  settings.intra_op_threads = 3;
   proto::KernelSettings wire;
   op_codec::EncodeKernelSettings(settings, &wire);
   absl::StatusOr<KernelSettings> decoded = op_codec::DecodeKernelSettings(wire);
@@ -60,6 +62,30 @@ TEST(KernelSettingsTest, HostileValuesAreRejected) {
   wire.Clear();
   wire.set_mkldnn_matmul_precision(7);
   EXPECT_FALSE(op_codec::DecodeKernelSettings(wire).ok());
+  // A thread count the daemon would have to start: bounded.
+  wire.Clear();
+  wire.set_intra_op_threads(op_codec::kMaxIntraOpThreads + 1);
+  EXPECT_EQ(ErrorCodeOf(op_codec::DecodeKernelSettings(wire).status()),
+            proto::INVALID_VALUE);
+  wire.set_intra_op_threads(0);
+  EXPECT_FALSE(op_codec::DecodeKernelSettings(wire).ok());
+}
+
+TEST(KernelSettingsTest, TheThreadCountIsEachThreadsOwn) {
+  KernelSettings two_threads;
+  two_threads.intra_op_threads = 2;
+  KernelSettings one_thread;
+  one_thread.intra_op_threads = 1;
+  EXPECT_FALSE(two_threads == one_thread);
+  // Kernels with different counts need not take turns at the gate.
+  EXPECT_TRUE(op_codec::SameProcessSettings(two_threads, one_thread));
+  std::thread other([&] {
+    op_codec::ApplyThreadSettings(one_thread);
+    EXPECT_EQ(at::get_num_threads(), 1);
+  });
+  other.join();
+  op_codec::ApplyThreadSettings(two_threads);
+  EXPECT_EQ(at::get_num_threads(), 2);
 }
 
 TEST(KernelSettingsGateTest, KernelsWithTheSameSettingsRunTogether) {

@@ -6,15 +6,16 @@
 namespace openreg {
 
 StreamDriver::StreamDriver(StreamSlot* slot, char* ring, uint64_t ring_bytes,
-                           Doorbell* doorbell)
+                           Doorbell* doorbell, int ring_fd)
     : slot_(slot),
       writer_(&slot->ring, ring, ring_bytes),
       doorbell_(doorbell),
+      ring_fd_(ring_fd),
       last_(slot->completed.Load()) {}
 
 void StreamDriver::RingIfParked() {
   if (doorbell_ != nullptr && ClaimParked(&slot_->parked)) {
-    RingDoorbell(doorbell_);
+    RingDoorbell(doorbell_, ring_fd_);
   }
 }
 

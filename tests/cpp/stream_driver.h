@@ -31,12 +31,13 @@ void PrintTo(const StreamErrorRecord& record, std::ostream* out);
 
 class StreamDriver {
  public:
-  // `doorbell` is the stream's device's (data_plane/doorbell.h): rung after
-  // a command for a parked stream, as the runtime client does. Required:
-  // without it the daemon would find commands only at its periodic check
-  // (100 ms), which made tests slow rather than fail.
+  // `doorbell` is the stream's device's and `ring_fd` the session's
+  // (data_plane/doorbell.h): rung after a command for a parked stream, as
+  // the runtime client does. Required: without them the daemon would find
+  // commands only at its periodic check (100 ms), which made tests slow
+  // rather than fail.
   StreamDriver(StreamSlot* slot, char* ring, uint64_t ring_bytes,
-               Doorbell* doorbell);
+               Doorbell* doorbell, int ring_fd);
 
   // Assigns the next sequence number, writes the command and returns the
   // sequence.
@@ -65,6 +66,7 @@ class StreamDriver {
   StreamSlot* slot_;
   RingWriter writer_;
   Doorbell* doorbell_;
+  int ring_fd_;
   uint64_t last_ = 0;
 };
 

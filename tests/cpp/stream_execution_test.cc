@@ -157,9 +157,9 @@ class StreamExecutionTest : public ::testing::Test {
 
   std::unique_ptr<StreamDriver> Driver(uint32_t slot) {
     StreamSlot* shared = session_->stream_slot(slot);
-    return std::make_unique<StreamDriver>(shared, session_->ring_buffer(slot),
-                                          session_->limits().ring_bytes,
-                                          devices_->doorbell(shared->device));
+    return std::make_unique<StreamDriver>(
+        shared, session_->ring_buffer(slot), session_->limits().ring_bytes,
+        devices_->doorbell(shared->device), session_->ring_fd());
   }
 
   uint64_t Alloc(uint64_t bytes, int device = 0) {
@@ -813,9 +813,9 @@ class OneExecutorTest : public ::testing::Test {
 
   std::unique_ptr<StreamDriver> Driver(uint32_t slot) {
     StreamSlot* shared = session_->stream_slot(slot);
-    return std::make_unique<StreamDriver>(shared, session_->ring_buffer(slot),
-                                          session_->limits().ring_bytes,
-                                          devices_->doorbell(shared->device));
+    return std::make_unique<StreamDriver>(
+        shared, session_->ring_buffer(slot), session_->limits().ring_bytes,
+        devices_->doorbell(shared->device), session_->ring_fd());
   }
   uint64_t Alloc(uint64_t bytes) { return *session_->Allocate(0, bytes); }
   void Upload(StreamDriver& stream, uint64_t address,

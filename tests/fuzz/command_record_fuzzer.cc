@@ -304,7 +304,8 @@ void Settle(const Stream& stream, const Session& session) {
 // slot d is device d's default stream.
 void RingIfParked(const Stream& stream, const Session& session) {
   if (ClaimParked(&session.stream_slot(stream.slot)->parked)) {
-    RingDoorbell(session.devices().doorbell(static_cast<int>(stream.slot)));
+    RingDoorbell(session.devices().doorbell(static_cast<int>(stream.slot)),
+                 session.ring_fd());
   }
 }
 

@@ -341,7 +341,55 @@ print([count() for _ in range(2)])
                          torch.full((2,), 3.0))
 
 
+class _num_threads:
+    def __init__(self, threads):
+        self.threads = threads
+
+    def __enter__(self):
+        self.previous = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.previous)
+
+
+class TestResultsDoNotDependOnTheDaemon(TestCase):
+    """Kernels whose order of accumulation depends on how ATen splits them
+    give CPU's exact result at the client's thread count: the daemon runs
+    them with that count (KernelSettings.intra_op_threads)."""
+
+    def _check_bitwise(self, device, compute, *inputs):
+        expected = compute(*inputs)
+        on_device = compute(*[t.to(device) for t in inputs])
+        self.assertEqual(on_device.cpu(), expected.cpu(), atol=0, rtol=0)
+
+    def test_bfloat16_index_put_accumulate_at_each_thread_count(self, device):
+        generator = torch.Generator().manual_seed(0)
+        index = torch.randint(0, 2000, (400000,), generator=generator)
+        values = torch.randn(400000, 256, generator=generator).bfloat16()
+        target = torch.zeros(2000, 256, dtype=torch.bfloat16)
+        for threads in (1, 2, 3):
+            with _num_threads(threads):
+                self._check_bitwise(
+                    device,
+                    lambda t, i, v: t.clone().index_put_((i,), v,
+                                                    accumulate=True),
+                    target, index, values)
+
+    def test_low_precision_reductions_of_a_strided_input(self, device):
+        generator = torch.Generator().manual_seed(1)
+        base = torch.randn(4097, 1031, generator=generator)
+        for dtype in (torch.bfloat16, torch.float16):
+            for threads in (1, 2):
+                with _num_threads(threads):
+                    for reduce in (torch.nansum, torch.nanmean, torch.sum):
+                        self._check_bitwise(
+                            device, lambda t: reduce(t[:, ::2]),
+                            base.to(dtype))
+
+
 instantiate_device_type_tests(TestSettingsReachKernels, globals())
+instantiate_device_type_tests(TestResultsDoNotDependOnTheDaemon, globals())
 instantiate_device_type_tests(TestKernelWarnings, globals())
 instantiate_device_type_tests(TestOutputMetadataMatchesCpu, globals())
 instantiate_device_type_tests(TestOutArguments, globals())

@@ -37,6 +37,12 @@ uint64_t LastSubmitted(StreamId stream);
 // Daemon-wide statistics (per-device memory and kernel counters, sessions).
 Error GetStats(proto::GetStatsReply* stats);
 
+// The daemon's cost profile (where its time goes per op, stream and
+// executor): `action` starts (and resets), stops, resets or only reads it;
+// `reply` gets what it counted.
+Error CostProfile(proto::CostProfileRequest::Action action,
+                  proto::CostProfileReply* reply);
+
 }  // namespace openreg
 
 #endif  // OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_LAUNCH_H_
