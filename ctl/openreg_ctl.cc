@@ -220,8 +220,8 @@ int Costs(Stub& stub, const std::string& verb) {
   return Finish(status, reply, [&] {
     std::cout << "cost profile " << (reply.enabled() ? "on" : "off") << ", "
               << reply.seconds() << " s counted; microseconds per command:\n"
-              << "op  device  count  read wait hook settings decode kernel "
-                 "reply complete  threads\n";
+              << "op  device  count  synchronous  read wait hook settings "
+                 "decode kernel reply complete  threads\n";
     for (const proto::OpCost& op : reply.ops()) {
       const double count =
           static_cast<double>(std::max<uint64_t>(1, op.count()));
@@ -229,11 +229,11 @@ int Costs(Stub& stub, const std::string& verb) {
         return absl::StrFormat("%.2f", static_cast<double>(ns) / count / 1e3);
       };
       std::cout << op.op() << "  " << op.device() << "  " << op.count() << "  "
-                << us(op.read_ns()) << " " << us(op.wait_ns()) << " "
-                << us(op.hook_ns()) << " " << us(op.settings_ns()) << " "
-                << us(op.decode_ns()) << " " << us(op.kernel_ns()) << " "
-                << us(op.reply_ns()) << " " << us(op.complete_ns()) << "  "
-                << op.kernel_threads() << "\n";
+                << op.synchronous() << "  " << us(op.read_ns()) << " "
+                << us(op.wait_ns()) << " " << us(op.hook_ns()) << " "
+                << us(op.settings_ns()) << " " << us(op.decode_ns()) << " "
+                << us(op.kernel_ns()) << " " << us(op.reply_ns()) << " "
+                << us(op.complete_ns()) << "  " << op.kernel_threads() << "\n";
     }
     for (const proto::StreamCost& stream : reply.streams()) {
       std::cout << "stream " << stream.stream() << " of pid " << stream.pid()

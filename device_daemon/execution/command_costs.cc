@@ -52,6 +52,7 @@ void CommandCosts::RecordCommand(const StreamKey& stream,
         static_cast<uint64_t>(std::max<int64_t>(0, timing.nanoseconds[stage]));
   }
   if (timing.kernel_threads > 0) totals.kernel_threads = timing.kernel_threads;
+  if (timing.synchronous) ++totals.synchronous;
   proto::StreamCost& entry = StreamLocked(stream);
   entry.set_commands(entry.commands() + 1);
 }
@@ -107,6 +108,7 @@ proto::CostProfileReply CommandCosts::Snapshot() const {
     op.set_reply_ns(ns[static_cast<int>(CostStage::kReply)]);
     op.set_complete_ns(ns[static_cast<int>(CostStage::kComplete)]);
     op.set_kernel_threads(static_cast<uint32_t>(totals.kernel_threads));
+    op.set_synchronous(totals.synchronous);
   }
   for (const auto& [id, stream] : streams_) *reply.add_streams() = stream;
   for (int device = 0; device < devices_->count(); ++device) {

@@ -70,6 +70,7 @@ class CommandCosts {
     uint64_t count = 0;
     std::array<uint64_t, kCostStages> nanoseconds{};
     int kernel_threads = 0;
+    uint64_t synchronous = 0;
   };
   using StreamId = std::tuple<uint64_t, uint32_t>;  // session, slot
   using ExecutorBaseline =

@@ -34,11 +34,13 @@ inline constexpr int kCostStages = 8;
 struct CommandTiming {
   bool enabled = false;
   std::array<int64_t, kCostStages> nanoseconds{};
-  int kernel_threads = 0;  // intra-op threads the kernel ran with, if any
+  int kernel_threads = 0;    // intra-op threads the kernel ran with, if any
+  bool synchronous = false;  // a launch the client waits for
 
   void Clear() {
     nanoseconds.fill(0);
     kernel_threads = 0;
+    synchronous = false;
   }
   void Add(CostStage stage, int64_t elapsed) {
     nanoseconds[static_cast<int>(stage)] += elapsed;

@@ -205,6 +205,8 @@ StreamWorker::Step StreamWorker::RunOne() {
   slot_->completed.Advance(last_sequence_);
   completing.Stop();
   if (costs != nullptr) {
+    timing_.synchronous =
+        command.has_launch() && command.launch().synchronous();
     costs->RecordCommand(cost_key_, CommandName(command), timing_);
   }
   return Step::kRan;

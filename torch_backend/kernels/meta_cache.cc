@@ -3,7 +3,9 @@
 #include <ATen/Context.h>
 #include <c10/core/DefaultDtype.h>
 
+#include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -46,7 +48,10 @@ class KeyWriter {
   std::string* key_;
 };
 
-void PutTensor(const at::Tensor& tensor, bool keep_storage, KeyWriter* key) {
+void PutDouble(double value, bool by_class, KeyWriter* key);
+
+void PutTensor(const at::Tensor& tensor, bool keep_storage, bool by_class,
+               KeyWriter* key) {
   if (!tensor.defined()) {
     key->Put(Tag::kUndefinedTensor);
     return;
@@ -59,8 +64,12 @@ void PutTensor(const at::Tensor& tensor, bool keep_storage, KeyWriter* key) {
   for (int64_t stride : tensor.strides()) key->Put(stride);
   if (tensor.is_cpu()) {
     // 0-dim CPU scalars promote differently when they wrap a Python number.
-    key->Put(tensor.unsafeGetTensorImpl()->is_wrapped_number());
-    if (tensor.numel() == 1) {
+    const bool wrapped = tensor.unsafeGetTensorImpl()->is_wrapped_number();
+    key->Put(wrapped);
+    if (wrapped && by_class && tensor.scalar_type() == c10::kDouble) {
+      // A Python float passed where a tensor goes (`x / 3.7`).
+      PutDouble(*tensor.const_data_ptr<double>(), by_class, key);
+    } else if (tensor.numel() == 1) {
       key->PutBytes(tensor.const_data_ptr(), tensor.element_size());
     }
   }
@@ -70,11 +79,50 @@ void PutTensor(const at::Tensor& tensor, bool keep_storage, KeyWriter* key) {
   }
 }
 
-bool PutValue(const c10::IValue& value, bool keep_storage, KeyWriter* key) {
+// The optimizer and learning-rate-schedule arithmetic: ops whose
+// floating-point Scalar arguments (alpha, value, weight) change at every
+// step (Adam's step size, a scheduled learning rate) while no kernel checks
+// their value beyond its type, its sign and whether it is zero (integer
+// division by zero, an integral alpha for integer tensors). Keyed by those,
+// a step's new step size finds the result checked at the first step.
+bool ScalarValuesUnchecked(const c10::OperatorHandle& op) {
+  thread_local absl::flat_hash_map<const c10::FunctionSchema*, bool> known;
+  const c10::FunctionSchema* schema = &op.schema();
+  auto it = known.find(schema);
+  if (it != known.end()) return it->second;
+  static constexpr std::string_view kOps[] = {
+      "aten::add",      "aten::add_",    "aten::sub",      "aten::sub_",
+      "aten::rsub",     "aten::mul",     "aten::mul_",     "aten::div",
+      "aten::div_",     "aten::addcdiv", "aten::addcdiv_", "aten::addcmul",
+      "aten::addcmul_", "aten::lerp",    "aten::lerp_"};
+  const std::string& name = op.operator_name().name;
+  bool unchecked = false;
+  for (std::string_view candidate : kOps) unchecked |= name == candidate;
+  return known.emplace(schema, unchecked).first->second;
+}
+
+// A floating-point scalar as the key keeps it: exactly, unless `by_class`
+// and it is finite and not integral, then only its sign and binary
+// exponent (what the ops above can tell apart).
+void PutDouble(double value, bool by_class, KeyWriter* key) {
+  if (by_class && std::isfinite(value) && value != std::trunc(value)) {
+    int exponent = 0;
+    std::frexp(value, &exponent);
+    key->Put(Tag::kDouble);
+    key->Put(std::signbit(value));
+    key->Put(exponent);
+    return;
+  }
+  key->Put(Tag::kDouble);
+  key->Put(value);
+}
+
+bool PutValue(const c10::IValue& value, bool keep_storage, bool by_class,
+              KeyWriter* key) {
   if (value.isNone()) {
     key->Put(Tag::kNone);
   } else if (value.isTensor()) {
-    PutTensor(value.toTensor(), keep_storage, key);
+    PutTensor(value.toTensor(), keep_storage, by_class, key);
   } else if (value.isInt()) {
     key->Put(Tag::kInt);
     key->Put(value.toInt());
@@ -82,8 +130,7 @@ bool PutValue(const c10::IValue& value, bool keep_storage, KeyWriter* key) {
     key->Put(Tag::kInt);
     key->Put(value.toSymInt().guard_int(__FILE__, __LINE__));
   } else if (value.isDouble()) {
-    key->Put(Tag::kDouble);
-    key->Put(value.toDouble());
+    PutDouble(value.toDouble(), by_class, key);
   } else if (value.isBool()) {
     key->Put(Tag::kBool);
     key->Put(value.toBool());
@@ -105,7 +152,7 @@ bool PutValue(const c10::IValue& value, bool keep_storage, KeyWriter* key) {
     key->Put(Tag::kList);
     key->Put(list.size());
     for (const c10::IValue& element : list) {
-      if (!PutValue(element, keep_storage, key)) return false;
+      if (!PutValue(element, keep_storage, by_class, key)) return false;
     }
   } else {
     return false;
@@ -139,8 +186,10 @@ bool BuildMetaCacheKey(const c10::OperatorHandle& op,
   const at::Context& context = at::globalContext();
   key.Put(context.deterministicAlgorithms());
   key.Put(context.deterministicAlgorithmsWarnOnly());
+  const bool by_class = ScalarValuesUnchecked(op);
+  key.Put(by_class);
   for (const c10::IValue& argument : arguments) {
-    if (!PutValue(argument, keep_storage, &key)) return false;
+    if (!PutValue(argument, keep_storage, by_class, &key)) return false;
   }
   return true;
 }

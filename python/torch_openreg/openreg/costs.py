@@ -43,6 +43,10 @@ class CommandCosts:
     def commands(self):
         return sum(op["count"] for op in self.ops)
 
+    def synchronous_launches(self):
+        """Launches the client waited for."""
+        return sum(op["synchronous"] for op in self.ops)
+
     def stage_totals(self):
         """Nanoseconds per stage over every command."""
         return {stage: sum(op[f"{stage}_ns"] for op in self.ops)
@@ -52,14 +56,15 @@ class CommandCosts:
         """The most expensive ops, microseconds per command by stage."""
         rows = sorted(self.ops, key=lambda op: -sum(
             op[f"{stage}_ns"] for stage in STAGES))[:top]
-        header = f"{'op':36} {'dev':>3} {'count':>7} " + " ".join(
-            f"{stage:>8}" for stage in STAGES) + f" {'threads':>7}"
+        header = f"{'op':36} {'dev':>3} {'count':>7} {'sync':>5} " + \
+            " ".join(f"{stage:>8}" for stage in STAGES) + f" {'threads':>7}"
         lines = [f"{self.commands()} commands in {self.seconds:.3f} s; "
                  "microseconds per command:", header]
         for op in rows:
             count = max(op["count"], 1)
             lines.append(
-                f"{op['op'][:36]:36} {op['device']:>3} {op['count']:>7} " +
+                f"{op['op'][:36]:36} {op['device']:>3} {op['count']:>7} "
+                f"{op['synchronous']:>5} " +
                 " ".join(f"{op[f'{stage}_ns'] / count / 1e3:8.2f}"
                          for stage in STAGES) +
                 f" {op['kernel_threads']:>7}")
