@@ -3,7 +3,7 @@
 //   openreg-ctl [--socket=PATH] [--json] COMMAND
 //     fault add PLAN_FILE | fault add --spec='JSON'
 //     fault list | fault clear [ID...] | fault log [--since=N]
-//     device reset N
+//     device reset N [--force]
 //     profile
 //     costs [start|stop|reset]
 //     stats
@@ -40,6 +40,9 @@ ABSL_FLAG(bool, json, false, "Print replies as JSON (protobuf field names).");
 ABSL_FLAG(std::string, spec, "",
           "fault add: the plan or fault as JSON text instead of a file.");
 ABSL_FLAG(uint64_t, since, 0, "fault log: first record index to print.");
+ABSL_FLAG(bool, force, false,
+          "device reset: reset a healthy device even though sessions hold "
+          "memory on it (their memory is lost).");
 
 namespace openreg::ctl {
 namespace {
@@ -173,11 +176,17 @@ int DeviceReset(Stub& stub, const std::vector<char*>& args) {
   }
   proto::ResetDeviceRequest request;
   request.set_device(device);
+  request.set_force(absl::GetFlag(FLAGS_force));
   proto::ResetDeviceReply reply;
   grpc::ClientContext context;
   const grpc::Status status = stub.ResetDevice(&context, request, &reply);
   return Finish(status, reply, [&] {
-    std::cout << "openreg:" << device << " reset (its memory is lost)\n";
+    std::cout << "openreg:" << device << " reset";
+    for (const proto::AffectedSession& affected : reply.affected()) {
+      std::cout << "; session " << affected.session_id() << " (pid "
+                << affected.pid() << ") lost " << affected.bytes() << " bytes";
+    }
+    std::cout << "\n";
   });
 }
 
@@ -284,7 +293,7 @@ int Main(int argc, char** argv) {
       "  fault add PLAN_FILE | fault add --spec='JSON'   arm faults\n"
       "  fault list | fault clear [ID...]                armed faults\n"
       "  fault log [--since=N]                           faults that fired\n"
-      "  device reset N                                  reset device N\n"
+      "  device reset N [--force]                        reset device N\n"
       "  profile                                         command profile\n"
       "  costs [start|stop|reset]                        the cost profile\n"
       "  stats                                           daemon statistics\n"

@@ -66,13 +66,16 @@ Error GetFaultLog(uint64_t since_index, proto::GetFaultLogReply* reply) {
   }));
 }
 
-Error ResetDevice(int device) {
+Error ResetDevice(int device, bool force, proto::ResetDeviceReply* reply) {
+  proto::ResetDeviceReply local;
+  if (reply == nullptr) reply = &local;
   return ReturnStatus(WithSession([&](Session& session) {
+    reply->Clear();
     proto::ResetDeviceRequest request;
     request.set_device(device);
-    proto::ResetDeviceReply reply;
+    request.set_force(force);
     return session.Call("ResetDevice", &proto::DeviceDaemon::Stub::ResetDevice,
-                        request, &reply);
+                        request, reply);
   }));
 }
 

@@ -56,8 +56,13 @@ void RegisterFaultBindings(py::module& m) {
   m.def("_command_profile", &Profile);
   m.def("_fault_plan_vocabulary", &faults::PlanVocabularyJson);
   m.def(
-      "_reset_device", [](int device) { OPENREG_CHECK(ResetDevice(device)); },
-      py::arg("device"));
+      "_reset_device",
+      [](int device, bool force) {
+        proto::ResetDeviceReply reply;
+        OPENREG_CHECK(ResetDevice(device, force, &reply));
+        return ReplyToJson(reply);
+      },
+      py::arg("device"), py::arg("force") = false);
   m.def("_set_in_optimizer_step", &SetInOptimizerStep, py::arg("in_step"));
 }
 

@@ -265,9 +265,16 @@ absl::Status CommandExecutor::WaitStream(const StreamContext& context,
   WaitableCounter& completed = session.stream_slot(target_slot)->completed;
   // Entered only if the wait is real: the device keeps its other streams
   // running meanwhile (the awaited one among them).
+  std::optional<WaitBudget::Ticket> ticket;
   std::optional<BlockingRegion> blocking;
   while (completed.Load() < wait.sequence()) {
-    if (!blocking.has_value()) blocking.emplace();
+    if (!blocking.has_value()) {
+      absl::StatusOr<WaitBudget::Ticket> admitted =
+          wait_budget_.Acquire(session.id());
+      if (!admitted.ok()) return admitted.status();
+      ticket.emplace(*std::move(admitted));
+      blocking.emplace();
+    }
     if (context.stop_requested()) {
       return absl::CancelledError("stream stopped while waiting");
     }
@@ -294,8 +301,17 @@ absl::Status CommandExecutor::WaitIpcEvent(const StreamContext& context,
   position.stream_slot = wait.stream_slot();
   position.sequence = wait.sequence();
   position.generation = wait.generation();
-  return AwaitIpcEvent(*source, position, absl::InfiniteFuture(),
-                       [&context] { return context.stop_requested(); });
+  std::optional<WaitBudget::Ticket> ticket;
+  return AwaitIpcEvent(
+      *source, position, absl::InfiniteFuture(),
+      [&context] { return context.stop_requested(); },
+      [&]() -> absl::Status {
+        absl::StatusOr<WaitBudget::Ticket> admitted =
+            wait_budget_.Acquire(context.session->id());
+        if (!admitted.ok()) return admitted.status();
+        ticket.emplace(*std::move(admitted));
+        return absl::OkStatus();
+      });
 }
 
 absl::Status CommandExecutor::FreeMemory(const StreamContext& context,

@@ -18,6 +18,7 @@
 #include "device_daemon/execution/fault_hook.h"
 #include "device_daemon/execution/op_runner.h"
 #include "device_daemon/execution/stream_context.h"
+#include "device_daemon/execution/wait_budget.h"
 #include "device_daemon/sessions/stream_engine.h"
 #include "protos/commands.pb.h"
 
@@ -38,6 +39,8 @@ class CommandExecutor : public StreamEngine {
   // The daemon's cost profile (command_costs.h), which stream workers and
   // the op runner fill through StreamContext::timing.
   CommandCosts& costs() { return costs_; }
+  // How many commands may block in waits at once (wait_budget.h).
+  WaitBudget& wait_budget() { return wait_budget_; }
 
   // Runs `command` on the stream described by `context`. The caller
   // advances the stream's completion counter afterwards, whatever the
@@ -86,6 +89,7 @@ class CommandExecutor : public StreamEngine {
   NoFaults no_faults_;
   std::atomic<FaultHook*> fault_hook_;
   CommandCosts costs_;
+  WaitBudget wait_budget_;
 };
 
 }  // namespace openreg::daemon

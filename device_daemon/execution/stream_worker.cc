@@ -114,6 +114,14 @@ void StreamWorker::Join() {
   finish_mutex_.Await(absl::Condition(&finish_signaled_));
 }
 
+bool StreamWorker::JoinFor(absl::Duration timeout) {
+  if (!started_.load(std::memory_order_acquire)) return true;
+  BlockingRegion blocking;
+  absl::MutexLock lock(&finish_mutex_);
+  return finish_mutex_.AwaitWithTimeout(absl::Condition(&finish_signaled_),
+                                        timeout);
+}
+
 void StreamWorker::Finished() {
   absl::MutexLock lock(&finish_mutex_);
   finished_.store(true, std::memory_order_release);

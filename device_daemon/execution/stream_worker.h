@@ -67,6 +67,7 @@ class StreamWorker : public RunningStream,
   void RequestStop() override;
   void RequestDrainAndStop() override;
   void Join() override;
+  bool JoinFor(absl::Duration timeout) override;
   bool finished() const override {
     return finished_.load(std::memory_order_acquire);
   }

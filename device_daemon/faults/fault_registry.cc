@@ -16,9 +16,11 @@ std::vector<uint32_t> FaultRegistry::Arm(const proto::FaultPlan& plan,
   absl::MutexLock lock(&mutex_);
   for (const proto::FaultSpec& spec : plan.faults()) {
     const uint32_t id = next_id_++;
+    // A daemon-wide fault affects every session but still belongs to the
+    // session that armed it: only it disarms it, and it ends with it.
     const uint64_t scope = spec.daemon_wide() ? 0 : session_id;
     faults_.push_back(
-        std::make_shared<ArmedFault>(id, spec, scope, /*owner=*/scope, now));
+        std::make_shared<ArmedFault>(id, spec, scope, session_id, now));
     ids.push_back(id);
     Log(LogLevel::kInfo, "armed ", faults_.back()->Describe(),
         session_id != 0 ? absl::StrCat(" for session ", session_id) : "");
@@ -74,7 +76,7 @@ std::vector<proto::ArmedFault> FaultRegistry::List() const {
     proto::ArmedFault& entry = list.emplace_back();
     entry.set_id(fault->id);
     *entry.mutable_spec() = fault->spec;
-    entry.set_session_id(fault->trigger.session_id());
+    entry.set_session_id(fault->owner_session_id);
     entry.set_matches(fault->trigger.matches());
     entry.set_fired(fault->trigger.fired());
   }

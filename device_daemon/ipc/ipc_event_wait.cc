@@ -66,8 +66,8 @@ absl::StatusOr<IpcEventPosition> CaptureIpcEvent(const IpcEventSource& source) {
 
 absl::Status AwaitIpcEvent(const IpcEventSource& source,
                            const IpcEventPosition& position,
-                           absl::Time deadline,
-                           absl::FunctionRef<bool()> stop) {
+                           absl::Time deadline, absl::FunctionRef<bool()> stop,
+                           absl::FunctionRef<absl::Status()> admit) {
   const Session& exporter = *source.exporter;
   if (position.stream_slot >= exporter.limits().max_streams) {
     return InvalidValueError(absl::StrCat(
@@ -79,7 +79,10 @@ absl::Status AwaitIpcEvent(const IpcEventSource& source,
   // On an executor, a real wait lets the device run its other streams.
   std::optional<BlockingRegion> blocking;
   while (!Reached(exporter, position)) {
-    if (!blocking.has_value()) blocking.emplace();
+    if (!blocking.has_value()) {
+      if (absl::Status admitted = admit(); !admitted.ok()) return admitted;
+      blocking.emplace();
+    }
     if (exporter.streams_stopped()) {
       // The counters are final; look once more past the race with the end.
       if (Reached(exporter, position)) break;

@@ -38,9 +38,12 @@ absl::StatusOr<IpcEventPosition> CaptureIpcEvent(const IpcEventSource& source);
 // Blocks until the exporter completes `position`: OK then; NOT_READY at
 // `deadline`; CANCELLED as soon as `stop()` returns true (checked between
 // slices of at most 100 ms); an error naming why when it never will.
-absl::Status AwaitIpcEvent(const IpcEventSource& source,
-                           const IpcEventPosition& position,
-                           absl::Time deadline, absl::FunctionRef<bool()> stop);
+// `admit` is asked once, before the first real wait (not when the position
+// was already reached): its error is returned instead of waiting.
+absl::Status AwaitIpcEvent(
+    const IpcEventSource& source, const IpcEventPosition& position,
+    absl::Time deadline, absl::FunctionRef<bool()> stop,
+    absl::FunctionRef<absl::Status()> admit = [] { return absl::OkStatus(); });
 
 }  // namespace openreg::daemon
 

@@ -3,11 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "data_plane/session_layout.h"
 #include "data_plane/version.h"
+#include "device_daemon/base/byte_size.h"
 #include "device_daemon/base/errors.h"
 #include "device_daemon/base/log.h"
 #include "device_daemon/ipc/ipc_event_wait.h"
@@ -434,9 +438,46 @@ grpc::Status ControlService::ResetDevice(
                   reply->mutable_status());
     return grpc::Status::OK;
   }
-  devices_->Reset(request->device());
-  Log(LogLevel::kWarning, "openreg:", request->device(),
-      " was reset; memory allocated on it before is lost");
+  const int device = request->device();
+  for (const std::shared_ptr<Session>& session : registry_->Snapshot()) {
+    uint64_t bytes = 0;
+    for (const std::shared_ptr<DeviceBuffer>& buffer : session->Allocations()) {
+      if (buffer->device() == device && !buffer->lost()) {
+        bytes += buffer->size();
+      }
+    }
+    if (bytes == 0) continue;
+    proto::AffectedSession* affected = reply->add_affected();
+    affected->set_session_id(session->id());
+    affected->set_pid(session->pid());
+    affected->set_bytes(bytes);
+  }
+  const bool healthy = devices_->health(device).usable();
+  if (healthy && reply->affected_size() > 0 && !request->force()) {
+    std::vector<std::string> holders;
+    for (const proto::AffectedSession& affected : reply->affected()) {
+      holders.push_back(absl::StrCat("session ", affected.session_id(),
+                                     " (pid ", affected.pid(), ", ",
+                                     FormatByteSize(affected.bytes()), ")"));
+    }
+    reply->clear_affected();
+    ToProtoStatus(
+        MakeError(proto::INVALID_VALUE,
+                  absl::StrCat("openreg:", device,
+                               " is healthy and in use: a reset would lose "
+                               "the memory of ",
+                               absl::StrJoin(holders, ", "),
+                               ". A reset is recovery from the FAULT or "
+                               "lost state; force one with `openreg-ctl "
+                               "device reset ",
+                               device, " --force`")),
+        reply->mutable_status());
+    return grpc::Status::OK;
+  }
+  devices_->Reset(device);
+  Log(LogLevel::kWarning, "openreg:", device, " was reset",
+      healthy ? " while healthy (forced)" : "", "; memory of ",
+      reply->affected_size(), " session(s) allocated on it before is lost");
   return grpc::Status::OK;
 }
 

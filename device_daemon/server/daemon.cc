@@ -66,6 +66,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
       daemon->devices_.get(), daemon->op_runner_.get());
   daemon->executor_->SetFaultHook(daemon->faults_.get());
   if (options.profile_costs) daemon->executor_->costs().Start();
+  daemon->executor_->wait_budget().SetLimits(options.wait_limits);
   daemon->registry_ = std::make_unique<SessionRegistry>(
       daemon->devices_.get(), daemon->executor_.get(), options.session_limits,
       options.session_quota);

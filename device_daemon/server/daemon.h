@@ -39,6 +39,9 @@ struct DaemonOptions {
   absl::Duration idle_exit = absl::ZeroDuration();
   SessionLimits session_limits;
   SessionQuota session_quota;
+  // Commands that may wait at once for other streams or events
+  // (--max_blocked_waits_per_session, --max_blocked_waits).
+  WaitLimits wait_limits;
   // Faults armed at start (--fault_plan); each must be daemon-wide or name
   // a pid. Invalid plans make Start fail naming the bad field.
   proto::FaultPlan fault_plan;

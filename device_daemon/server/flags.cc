@@ -51,6 +51,15 @@ ABSL_FLAG(uint32_t, max_streams_per_session,
           "(the client's stream pools come out of these).");
 ABSL_FLAG(uint32_t, max_events_per_session, openreg::SessionLimits().max_events,
           "Event slots per session.");
+ABSL_FLAG(uint32_t, max_blocked_waits_per_session,
+          openreg::daemon::WaitLimits().per_session,
+          "Most commands of one client process that may wait at once for "
+          "other streams or interprocess events; each holds a daemon "
+          "thread. A wait beyond it fails.");
+ABSL_FLAG(uint32_t, max_blocked_waits, openreg::daemon::WaitLimits().total,
+          "Most commands of all clients that may wait at once for other "
+          "streams or interprocess events (the daemon's threads beyond its "
+          "executors). A wait beyond it fails.");
 ABSL_FLAG(openreg::daemon::ByteSizeFlag, kernel_workspace_limit, {},
           "Most host memory one kernel may hold inside the daemon "
           "(temporaries, results); 0 = the device's memory size.");
@@ -194,6 +203,15 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
     return absl::InvalidArgumentError(
         absl::StrCat("--max_events_per_session must be between 1 and ",
                      kMaxEventsPerSession, ", got ", limits.max_events));
+  }
+  config.options.wait_limits.per_session =
+      absl::GetFlag(FLAGS_max_blocked_waits_per_session);
+  config.options.wait_limits.total = absl::GetFlag(FLAGS_max_blocked_waits);
+  if (config.options.wait_limits.per_session < 1 ||
+      config.options.wait_limits.total < 1) {
+    return absl::InvalidArgumentError(
+        "--max_blocked_waits_per_session and --max_blocked_waits must be at "
+        "least 1");
   }
   config.kernel_workspace_limit =
       absl::GetFlag(FLAGS_kernel_workspace_limit).bytes;

@@ -13,6 +13,10 @@
 namespace openreg::daemon {
 namespace {
 
+// How long DestroyStream waits for a stream's last commands before it
+// returns and lets the stream finish on its own.
+constexpr absl::Duration kDestroyWait = absl::Seconds(1);
+
 std::string Hex(uint64_t value) { return absl::StrFormat("0x%x", value); }
 
 }  // namespace
@@ -234,6 +238,7 @@ absl::StatusOr<uint32_t> Session::CreateStream(int device, int priority) {
   if (absl::Status valid = CheckDevice(device); !valid.ok()) return valid;
   absl::MutexLock lock(&mutex_);
   if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  ReapDestroyedStreamsLocked();
   for (uint32_t slot = layout().device_count;
        slot < layout().limits.max_streams; ++slot) {
     if (streams_.count(slot) == 0) {
@@ -266,17 +271,35 @@ absl::Status Session::DestroyStream(uint32_t slot) {
     worker = entry->second.worker;
   }
   // Outside the lock: the worker may need the session to finish its
-  // commands.
+  // commands. As cudaStreamDestroy does, a stream with work left (a wait
+  // for another stream's later work, say) returns at once and frees its
+  // slot when that work is done (ReapDestroyedStreamsLocked); a client
+  // that never waited for it cannot hold this call.
   if (worker != nullptr) {
     worker->RequestDrainAndStop();
-    worker->Join();
+    if (!worker->JoinFor(kDestroyWait)) return absl::OkStatus();
   }
   absl::MutexLock lock(&mutex_);
   if (closed_) return absl::OkStatus();  // Close() cleaned up meanwhile
+  FreeStreamSlotLocked(slot);
+  return absl::OkStatus();
+}
+
+void Session::FreeStreamSlotLocked(uint32_t slot) {
   streams_.erase(slot);
   stream_slot(slot)->state.store(static_cast<uint32_t>(StreamState::kFree),
                                  std::memory_order_release);
-  return absl::OkStatus();
+}
+
+void Session::ReapDestroyedStreamsLocked() {
+  std::vector<uint32_t> done;
+  for (const auto& [slot, entry] : streams_) {
+    if (entry.destroying &&
+        (entry.worker == nullptr || entry.worker->finished())) {
+      done.push_back(slot);
+    }
+  }
+  for (uint32_t slot : done) FreeStreamSlotLocked(slot);
 }
 
 bool Session::IsStreamAlive(uint32_t slot) const {
@@ -400,10 +423,15 @@ size_t Session::host_region_count() const {
 
 void Session::Close() {
   std::vector<std::shared_ptr<RunningStream>> workers;
-  // Everything the session held, taken out of its tables under the lock
-  // and dropped at the end, once its streams stopped.
-  AllocationTable released_memory(devices_);
-  ImportTable released_imports;
+  // Everything the session held, taken out of its tables under the lock.
+  // Device memory and imports go back as soon as the streams were asked to
+  // stop: a command still running holds its own pins (PinnedRange), and no
+  // later command finds them in the emptied tables, so a dead client's
+  // memory (and what it imported, docs/ARCHITECTURE.md "Sharing device
+  // memory") comes back at its hang-up, not after its last kernel. The
+  // rest goes once the streams stopped.
+  auto released_memory = std::make_unique<AllocationTable>(devices_);
+  auto released_imports = std::make_unique<ImportTable>();
   HostRegionTable released_host_regions;
   std::map<uint32_t, EventTable::Entry> released_events;
   std::map<uint32_t, StreamEntry> released_streams;
@@ -415,18 +443,20 @@ void Session::Close() {
       if (entry.worker != nullptr) workers.push_back(entry.worker);
     }
     released_events = events_.Close();
-    std::swap(released_memory, allocations_);
-    std::swap(released_imports, imports_);
+    std::swap(*released_memory, allocations_);
+    std::swap(*released_imports, imports_);
     std::swap(released_host_regions, host_regions_);
     std::swap(released_streams, streams_);
   }
   // Ask every worker first so that they wind down in parallel.
   for (auto& worker : workers) worker->RequestStop();
+  // The allocation table holds the imported buffers too (import_table.h):
+  // each block goes back to its arena when its last reference goes.
+  released_imports.reset();
+  released_memory.reset();
   for (auto& worker : workers) worker->Join();
   streams_stopped_.store(true, std::memory_order_release);
   if (engine_ != nullptr) engine_->SessionClosed(identity_.id);
-  // The released tables now drop the last references to the session's
-  // memory; DeviceBuffer returns each block to its arena.
 }
 
 bool Session::closed() const {

@@ -233,6 +233,11 @@ class Session {
   // then has the engine start running it.
   void ActivateStream(uint32_t slot, int device, int priority)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Forgets stream `slot` and marks its shared slot free.
+  void FreeStreamSlotLocked(uint32_t slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Frees the slots of destroyed streams whose last work has finished.
+  void ReapDestroyedStreamsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const SessionIdentity identity_;
   Devices* const devices_;

@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 
 namespace openreg::daemon {
 
@@ -30,6 +31,8 @@ class RunningStream {
   virtual void RequestDrainAndStop() = 0;
   // Waits until the stream has stopped. Safe to call from several threads.
   virtual void Join() = 0;
+  // Join for at most `timeout`; true when the stream has stopped.
+  virtual bool JoinFor(absl::Duration timeout) = 0;
   // The stream has stopped (stopped or faulted).
   virtual bool finished() const = 0;
 };

@@ -229,6 +229,27 @@ TEST_F(FaultInjectorTest, TheSessionsFaultsEndWithIt) {
               HasSubstr("fault 1 is not armed"));
 }
 
+TEST_F(FaultInjectorTest, ADaemonWideFaultBelongsToTheSessionThatArmedIt) {
+  // It affects every session, but it is the arming session's: listed as
+  // its, disarmable by it, and gone when it ends (docs/FAULT_INJECTION.md).
+  absl::StatusOr<std::vector<uint32_t>> ids = injector_->Arm(
+      Plan(R"({"corrected_error": {}, "daemon_wide": true})"), other_.get());
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_EQ(injector_->List().size(), 1u);
+  EXPECT_EQ(injector_->List()[0].session_id(), other_->id());
+  EXPECT_TRUE(injector_->Disarm(*ids, other_->id()).ok());
+  EXPECT_TRUE(injector_->List().empty());
+  ASSERT_TRUE(injector_
+                  ->Arm(Plan(R"({"corrected_error": {}, "daemon_wide": true})"),
+                        other_.get())
+                  .ok());
+  // Another session can neither disarm it nor keep it alive.
+  EXPECT_EQ(injector_->Disarm({}, session_->id()).value_or(99), 0u);
+  EXPECT_EQ(injector_->List().size(), 1u);
+  other_->Close();
+  EXPECT_TRUE(injector_->List().empty());
+}
+
 TEST_F(FaultInjectorTest, AStickyErrorFailsEveryLaterCommandOfTheSession) {
   ASSERT_TRUE(injector_
                   ->Arm(Plan(R"({"sticky": {}, "trigger": {"nth": 1}})"),

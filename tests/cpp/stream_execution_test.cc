@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -421,6 +422,71 @@ TEST_F(StreamExecutionTest, DestroyStreamRunsWhatWasSubmitted) {
   EXPECT_EQ(stream->slot()->completed.Load(), 100u);
   std::vector<uint8_t> bytes = Download<uint8_t>(buffer, 1000);
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(bytes[i], i / 10);
+}
+
+TEST_F(StreamExecutionTest, DestroyingAStreamBlockedInAWaitReturns) {
+  // Waits for stream 0's next command, which nobody has sent: as
+  // cudaStreamDestroy, DestroyStream returns and the stream finishes (and
+  // frees its slot) once that work is done.
+  const uint32_t slot = *session_->CreateStream(0, 0);
+  auto stream = Driver(slot);
+  const uint64_t next = stream0_->slot()->completed.Load() + 1;
+  stream->Submit(WaitCommand(0, next));
+  absl::SleepFor(absl::Milliseconds(50));
+  std::future<absl::Status> destroyed = std::async(
+      std::launch::async, [&] { return session_->DestroyStream(slot); });
+  ASSERT_EQ(destroyed.wait_for(std::chrono::seconds(10)),
+            std::future_status::ready)
+      << "DestroyStream is stuck behind the stream's wait";
+  EXPECT_TRUE(destroyed.get().ok());
+  EXPECT_FALSE(session_->DestroyStream(slot).ok());  // already destroyed
+  // The awaited work arrives: the destroyed stream completes its wait and
+  // its slot is handed out again.
+  const uint64_t buffer = Alloc(16);
+  stream0_->Run(MemsetCommand(buffer, 1, 16));
+  ASSERT_TRUE(stream->WaitFor(1, absl::Seconds(10)));
+  absl::StatusOr<uint32_t> again = absl::InternalError("not yet");
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    again = session_->CreateStream(0, 0);
+    ASSERT_TRUE(again.ok()) << again.status();
+    if (*again == slot) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_EQ(*again, slot);
+}
+
+TEST_F(StreamExecutionTest, WaitsBeyondTheBudgetFailInsteadOfAddingThreads) {
+  executor_->wait_budget().SetLimits({/*per_session=*/2, /*total=*/10});
+  const uint64_t next = stream0_->slot()->completed.Load() + 1;
+  std::vector<std::unique_ptr<StreamDriver>> waiters;
+  std::vector<uint64_t> sequences;
+  for (int i = 0; i < 4; ++i) {
+    waiters.push_back(Driver(*session_->CreateStream(0, 0)));
+    sequences.push_back(waiters.back()->Submit(WaitCommand(0, next)));
+  }
+  // Two waits block; the other two fail at once, naming the flag.
+  int failed = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (!waiters[i]->WaitFor(sequences[i], absl::Milliseconds(500))) continue;
+    std::optional<StreamErrorRecord> error = waiters[i]->TakeError();
+    ASSERT_TRUE(error.has_value());
+    EXPECT_EQ(error->code, proto::RESOURCE_EXHAUSTED);
+    EXPECT_NE(error->message.find("--max_blocked_waits_per_session"),
+              std::string::npos)
+        << error->message;
+    ++failed;
+  }
+  EXPECT_EQ(failed, 2);
+  EXPECT_EQ(executor_->wait_budget().blocked(), 2u);
+  EXPECT_LE(devices_->scheduler(0).threads(), devices_->multiprocessors() + 2);
+  // The awaited work arrives: the blocked waits complete, their places
+  // come back.
+  const uint64_t buffer = Alloc(16);
+  stream0_->Run(MemsetCommand(buffer, 1, 16));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(waiters[i]->WaitFor(sequences[i], absl::Seconds(10)));
+  }
+  EXPECT_EQ(executor_->wait_budget().blocked(), 0u);
 }
 
 TEST_F(StreamExecutionTest, CloseStopsAStreamBlockedInAWait) {

@@ -499,3 +499,26 @@ def test_the_daemon_refuses_a_bad_plan_and_profiles_commands(tmp_path):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
+
+
+def test_a_healthy_device_in_use_is_reset_only_when_forced():
+    # Another process of the uid (openreg-ctl has no session) must not
+    # destroy this session's memory on a healthy device by accident.
+    held = torch.ones(1024, device="openreg:1")
+    refused = ctl("device", "reset", "1")
+    assert refused.returncode == 1
+    assert "is healthy and in use" in refused.stderr
+    assert "session" in refused.stderr and "--force" in refused.stderr
+    assert (held * 2).cpu().sum().item() == 2048  # nothing was lost
+    with pytest.raises(ValueError, match="is healthy and in use"):
+        faults.reset_device(1)
+    forced = ctl("device", "reset", "1", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert "lost" in forced.stdout and "bytes" in forced.stdout
+    with pytest.raises(RuntimeError, match="lost when the device was reset"):
+        (held + 1).cpu()
+    del held
+    torch.openreg.empty_cache()
+    # A device nobody holds memory on resets without force.
+    assert faults.reset_device(1) == []
+    assert (torch.ones(2, device="openreg:1") * 3).cpu().tolist() == [3, 3]

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -66,6 +67,20 @@ def _hold(queue, results):
     gc.collect()
     results.put("released")
     queue.get()
+
+
+def _import_then_die_busy(count, queue, results):
+    tensors = [queue.get() for _ in range(count)]
+    # A long kernel of this process's own, still running when it dies: its
+    # session's teardown waits for it.
+    a = torch.randn(4500, 4500, device="openreg")
+    b = a @ a  # the signature's first launch is checked: synchronous
+    b = a @ a  # noqa: F841 - asynchronous, runs while the process exits
+    time.sleep(0.3)  # the kernel has started
+    results.put(sum(t.numel() for t in tensors))
+    results.close()
+    results.join_thread()
+    os._exit(0)  # no cleanup: the daemon learns of the exit by the hang-up
 
 
 def _hogwild_worker(rank, weight, done):
@@ -172,6 +187,50 @@ def test_a_thousand_tensors_through_a_queue_leak_nothing():
     assert [shared for shared in torch.openreg.daemon_stats()["shared"]
             if shared["exporter_pid"] == child.pid] == []
     assert _device_bytes() == baseline
+
+
+def _kernels_executed(device=0):
+    return torch.openreg.daemon_stats()["devices"][device]["kernels_executed"]
+
+
+def test_a_dead_importers_memory_comes_back_at_its_hang_up():
+    # The importer holds the only references to 200 tensors the sender has
+    # dropped. They come back as soon as the daemon sees it die, while its
+    # own last kernel still runs, not once that kernel is done.
+    count = 200
+    queue, results = CTX.Queue(), CTX.Queue()
+    child = _start(_import_then_die_busy, count, queue, results)
+    # Kept until the importer has them: a block dropped before it is opened
+    # could be reused (as on CUDA, the sender keeps what it shares alive).
+    sent = [torch.ones(1024, 256, device="openreg") for _ in range(count)]
+    for tensor in sent:
+        queue.put(tensor)  # 1 MiB each
+    assert results.get(timeout=TIMEOUT) == count * 1024 * 256
+    del sent, tensor
+    torch.openreg.synchronize()
+    torch.openreg.empty_cache()
+    baseline = _device_bytes()
+    # Every kernel but the importer's last one has run: that one counts
+    # when it ends.
+    kernels_before_its_last = _kernels_executed()
+    assert _finish(child) == 0
+    for _ in range(5000):
+        # The sender's shared blocks go back once no import holds them.
+        torch.openreg.ipc_collect()
+        torch.openreg.empty_cache()
+        if _device_bytes() <= baseline - count * (1 << 20):
+            break
+    else:
+        pytest.fail("the dead importer's memory never came back")
+    assert _kernels_executed() == kernels_before_its_last, (
+        "the memory came back only once the dead importer's last kernel "
+        "had ended")
+    # The observable is sound: that kernel does end, and counts.
+    for _ in range(600):
+        if _kernels_executed() > kernels_before_its_last:
+            break
+        time.sleep(0.1)
+    assert _kernels_executed() == kernels_before_its_last + 1
 
 
 def test_the_data_outlives_the_process_that_sent_it():

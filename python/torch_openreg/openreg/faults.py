@@ -305,15 +305,20 @@ def log(since=0):
     return records
 
 
-def reset_device(device):
+def reset_device(device, force=False):
     """Brings a device back from the FAULT or lost state, as `openreg-ctl
     device reset N`. Memory held on it is lost: tensors allocated before
-    fail at their next use."""
+    fail at their next use. A healthy device on which sessions hold memory
+    is refused (ValueError naming them) unless `force`, as nvidia-smi -r
+    refuses a GPU in use. Returns the sessions whose memory the reset lost:
+    dicts with session_id, pid and bytes."""
     index = device if isinstance(device, int) else torch.device(device).index
-    _C._reset_device(int(index or 0))
+    reply = json.loads(_C._reset_device(int(index or 0), bool(force)))
     # This process's cached free blocks were on the device: give them back
     # rather than hand out lost memory.
     torch.openreg.empty_cache()
+    return [{key: int(value) for key, value in affected.items()}
+            for affected in reply.get("affected", [])]
 
 
 def command_profile():

@@ -31,7 +31,11 @@ Error ListFaults(proto::ListFaultsReply* reply);
 // The daemon's fault log from record `since_index` on.
 Error GetFaultLog(uint64_t since_index, proto::GetFaultLogReply* reply);
 // Brings `device` back from the FAULT or lost state (its memory is lost).
-Error ResetDevice(int device);
+// A healthy device on which sessions hold memory is refused
+// (kInvalidValue naming them) unless `force`. `reply` (may be null) gets
+// the sessions whose memory the reset lost.
+Error ResetDevice(int device, bool force = false,
+                  proto::ResetDeviceReply* reply = nullptr);
 Error GetCommandProfile(proto::GetCommandProfileReply* reply);
 
 // The phase stamped on the commands this thread submits from now on
