@@ -8,17 +8,19 @@
 #include "data_plane/session_layout.h"
 #include "data_plane/socket_path.h"
 #include "device_daemon/base/byte_size.h"
+#include "device_daemon/server/auto_memory_size.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/server/daemon.h"
 #include "device_daemon/sessions/session_registry.h"
 
 ABSL_FLAG(int, devices, openreg::daemon::DaemonOptions().devices,
           "Number of emulated devices (1 to 64).");
-ABSL_FLAG(openreg::daemon::ByteSizeFlag, memory_per_device,
-          openreg::daemon::ByteSizeFlag{
-              openreg::daemon::DaemonOptions().memory_per_device},
+ABSL_FLAG(openreg::daemon::ByteSizeFlag, memory_per_device, {},
           "Memory of each device: bytes or a size with a binary unit "
-          "(K, M, G, T, KiB, MiB, GiB, TiB), e.g. 2GiB.");
+          "(K, M, G, T, KiB, MiB, GiB, TiB), e.g. 2GiB; auto: half the "
+          "host's physical memory shared by the devices, at least 2GiB and "
+          "at most 16GiB each. Reserved, not committed: host memory is used "
+          "as tensors touch it.");
 ABSL_FLAG(std::string, socket, "",
           "gRPC control socket; the attach socket is <socket>.attach. "
           "Default: $XDG_RUNTIME_DIR/openreg/daemon.sock, else "
@@ -90,6 +92,10 @@ constexpr uint32_t kMaxEventsPerSession = 1 << 16;
 
 bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
                    std::string* error) {
+  if (text == "auto") {
+    flag->bytes = 0;
+    return true;
+  }
   absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
   if (!bytes.ok()) {
     *error = std::string(bytes.status().message());
@@ -100,7 +106,7 @@ bool AbslParseFlag(absl::string_view text, ByteSizeFlag* flag,
 }
 
 std::string AbslUnparseFlag(const ByteSizeFlag& flag) {
-  return absl::StrCat(flag.bytes);
+  return flag.bytes == 0 ? "auto" : absl::StrCat(flag.bytes);
 }
 
 bool AbslParseFlag(absl::string_view text, KernelLibrariesFlag* flag,
@@ -131,6 +137,10 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
   }
   config.options.memory_per_device =
       absl::GetFlag(FLAGS_memory_per_device).bytes;
+  if (config.options.memory_per_device == 0) {
+    config.options.memory_per_device =
+        AutoMemoryPerDevice(config.options.devices, HostPhysicalMemory());
+  }
   if (config.options.memory_per_device < kMinMemoryPerDevice ||
       config.options.memory_per_device > kDeviceOffsetMask) {
     return absl::InvalidArgumentError(

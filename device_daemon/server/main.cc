@@ -24,7 +24,7 @@
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves emulated PyTorch devices to torch_openreg clients.\n"
-      "Usage: openreg-daemon [--devices=N] [--memory_per_device=2GiB] "
+      "Usage: openreg-daemon [--devices=N] [--memory_per_device=auto|SIZE] "
       "[--socket=PATH] [--idle_exit_seconds=S] [--log_level=LEVEL] "
       "[--kernel_library=PATH ...]");
   openreg::command_line::ExitIfHelpRequested(argc, argv, {"device_daemon/"},

@@ -1,10 +1,12 @@
 """Device memory lives in the daemon; capacity is enforced there."""
 
 import os
+import subprocess
 import sys
 
 import pytest
 import torch
+import torch_openreg.testing
 
 from daemon_fixture import module_daemon, read_rss_bytes
 
@@ -131,3 +133,47 @@ def test_per_process_memory_fraction_limits_reservations():
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
+
+
+def _run_on(daemon, code):
+    result = subprocess.run([sys.executable, "-c", code], env=daemon.env(),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split()
+
+
+def test_the_default_device_size_is_half_the_host_shared_by_the_devices():
+    host = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    granule = 256 * 1024**2
+    expected = min(max(host // 2 // 2 // granule * granule, 2 * GIB),
+                   16 * GIB)
+    with torch_openreg.testing.Daemon(devices=2,
+                                      memory_per_device="auto") as daemon:
+        totals = _run_on(daemon, "import torch; print(*(torch.openreg."
+                         "mem_get_info(d)[1] for d in range(2)))")
+        # Reserved, not committed: a large device costs the host nothing
+        # until it is touched.
+        assert read_rss_bytes(daemon.pid) < GIB
+    assert [int(total) for total in totals] == [expected, expected]
+
+
+def test_a_tensor_of_more_than_2_to_the_31_elements_is_indexed_as_on_cpu():
+    # PyTorch's test_index_put_accumulate_large_tensor: 64-bit indexing in
+    # the daemon's kernels. A 3 GiB device, reserved: what is not touched
+    # costs nothing.
+    code = """
+import torch
+N = (1 << 31) + 5
+a = torch.ones(N, dtype=torch.int8, device="openreg")
+indices = torch.tensor([-2, 0, -2, -1, 0, -1, 1], device="openreg")
+values = torch.tensor([6, 5, 6, 6, 5, 7, 11], dtype=torch.int8,
+                      device="openreg")
+a.index_put_((indices,), values, accumulate=True)
+print(a[0].item(), a[1].item(), a[-1].item(), a[-2].item(), a[2].item(),
+      a.numel())
+"""
+    with torch_openreg.testing.Daemon(devices=1,
+                                      memory_per_device="3GiB") as daemon:
+        values = _run_on(daemon, code)
+    # CPU's answer for the same call (the values the PyTorch test asserts).
+    assert [int(v) for v in values] == [11, 12, 14, 13, 1, (1 << 31) + 5]

@@ -151,6 +151,34 @@ class TestOutArguments(TestCase):
         self.assertEqual(base.cpu(), cpu_base, atol=0, rtol=0)
 
 
+    def test_a_resized_out_warns_in_cpus_words_at_every_call(self, device):
+        x = torch.ones(3, device=device)
+        for out_size, expected in [(3, 0), (0, 0), (2, 1), (2, 1)]:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                torch.add(x, 1, out=torch.empty(out_size, device=device))
+            messages = [str(warning.message) for warning in caught]
+            self.assertEqual(len(messages), expected, messages)
+            for message in messages:
+                self.assertIn(
+                    "resized since it had shape [2], which does not match "
+                    "the required output shape [3].", message)
+
+    def test_an_in_place_op_never_resizes_its_self(self, device):
+        # Some of torch's Meta kernels would resize self to the broadcast
+        # shape; CPU refuses, and so must openreg, before writing anything.
+        other = torch.full((3, 2), 2.0, device=device)
+        for name in ["pow_", "atan2_", "copysign_", "fmod_", "remainder_",
+                     "hypot_", "add_", "mul_"]:
+            with self.subTest(op=name):
+                self_ = torch.full((2,), 3.0, device=device)
+                with self.assertRaisesRegex(
+                        RuntimeError, r"output with shape \[2\] doesn't "
+                        r"match the broadcast shape \[3, 2\]"):
+                    getattr(self_, name)(other)
+                self.assertEqual(self_.shape, (2,))
+                self.assertEqual(self_.cpu(), torch.full((2,), 3.0))
+
 
 class TestOutputMetadataMatchesCpu(TestCase):
     """Where torch 2.13's Python Meta kernels disagree with CPU's kernels,

@@ -11,6 +11,7 @@
 
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
@@ -97,6 +98,8 @@ struct OpPlan {
   // Per argument: the op writes to it (in place, out=). A CPU tensor is
   // never accepted there: nothing is written to client memory.
   std::vector<bool> written;
+  // The tensors an in-place op writes (written, but not out=).
+  std::vector<size_t> written_in_place;
   bool returns_only_tensors = false;
   // The Meta kernel's output metadata can be used (see output_layout.h).
   bool meta_usable = false;
@@ -114,6 +117,10 @@ OpPlan MakePlan(const c10::OperatorHandle& op) {
   for (const c10::Argument& argument : schema.arguments()) {
     plan.written.push_back(argument.alias_info() != nullptr &&
                            argument.alias_info()->isWrite());
+    if (plan.written.back() && !argument.is_out() &&
+        argument.type()->kind() == c10::TypeKind::TensorType) {
+      plan.written_in_place.push_back(plan.written.size() - 1);
+    }
   }
   plan.returns_only_tensors = ReturnsOnlyTensors(schema);
   plan.meta_usable =
@@ -218,6 +225,12 @@ at::Tensor ToMeta(const at::Tensor& tensor, bool keep_storage) {
       .as_strided(tensor.sizes(), tensor.strides(), tensor.storage_offset());
 }
 
+at::Tensor EmptyStandIn(const at::Tensor& out) {
+  if (!out.defined() || out.numel() == 0) return ToMeta(out, false);
+  return at::empty(
+      {0}, at::TensorOptions().dtype(out.scalar_type()).device(at::kMeta));
+}
+
 c10::IValue ToMetaValue(const c10::IValue& value, bool keep_storage) {
   if (value.isTensor()) return ToMeta(value.toTensor(), keep_storage);
   if (value.isTensorList()) {
@@ -250,6 +263,19 @@ bool AllStrided(const std::vector<c10::IValue>& outputs) {
   return true;
 }
 
+// Some of PyTorch's Meta kernels (pow_, atan2_, fmod_, ...) resize `self`
+// of an in-place op to the broadcast shape, where CPU's kernel refuses
+// ("output with shape [2] doesn't match the broadcast shape [3, 2]"): such
+// a call runs synchronously, and CPU's kernel decides.
+bool ResizedInPlace(const OpPlan& plan, c10::ArrayRef<c10::IValue> arguments,
+                    const std::vector<at::Tensor>& stand_ins) {
+  for (size_t i = 0; i < stand_ins.size(); ++i) {
+    const at::Tensor& real = arguments[plan.written_in_place[i]].toTensor();
+    if (stand_ins[i].sizes() != real.sizes()) return true;
+  }
+  return false;
+}
+
 // The Meta kernel's answer for one call.
 struct MetaAnswer {
   // Null when the Meta kernel cannot answer (data-dependent shape, no Meta
@@ -264,7 +290,7 @@ struct MetaAnswer {
   std::string key;  // empty: not cacheable
 };
 
-MetaAnswer RunMeta(const c10::OperatorHandle& op,
+MetaAnswer RunMeta(const c10::OperatorHandle& op, const OpPlan& plan,
                    c10::ArrayRef<c10::IValue> arguments, bool keep_storage) {
   thread_local std::string key;
   const bool cacheable = BuildMetaCacheKey(op, arguments, keep_storage, &key);
@@ -283,15 +309,26 @@ MetaAnswer RunMeta(const c10::OperatorHandle& op,
   std::string miss_key = cacheable ? key : std::string();
   torch::jit::Stack stack;
   stack.reserve(arguments.size());
-  for (const c10::IValue& argument : arguments) {
-    stack.push_back(ToMetaValue(argument, keep_storage));
+  const std::vector<c10::Argument>& declared = op.schema().arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    // An out= stand-in has no elements: the Meta kernel resizes it without
+    // a warning (its warning, when Python's, has other words than CPU's),
+    // and MatchLayout gives CPU's warning at every call that resizes.
+    stack.push_back(declared[i].is_out() && arguments[i].isTensor()
+                        ? EmptyStandIn(arguments[i].toTensor())
+                        : ToMetaValue(arguments[i], keep_storage));
+  }
+  std::vector<at::Tensor> in_place_stand_ins;
+  for (size_t index : plan.written_in_place) {
+    in_place_stand_ins.push_back(stack[index].toTensor());
   }
   auto result = std::make_shared<MetaResult>();
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
     result->outputs = std::move(stack);
     // A sparse result's number of non-zeros depends on values.
-    result->unavailable = !AllStrided(result->outputs);
+    result->unavailable = !AllStrided(result->outputs) ||
+                          ResizedInPlace(plan, arguments, in_place_stand_ins);
     MatchCpuOutputLayout(op, arguments, &result->outputs);
   } catch (const std::exception&) {
     // The synchronous path runs the real kernel and reports real errors.
@@ -320,6 +357,9 @@ at::Tensor MakeView(const at::Tensor& base, const at::Tensor& meta) {
 // kernel restrides its stand-in (sort.values).
 void MatchLayout(const at::Tensor& real, const at::Tensor& meta) {
   if (real.sizes() == meta.sizes()) return;
+  // CPU's deprecation warning, in its words, when an out= with elements is
+  // resized (an in-place self never is: ResizedInPlace).
+  at::native::resize_output_check(real, meta.sizes());
   const int64_t span = StridedSpanElements(meta.sizes(), meta.strides());
   if (span != 0) {
     EnsureStorageBytes(real.storage(),
@@ -492,7 +532,7 @@ void Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const c10::DeviceGuard guard(c10::Device(kType, device));
   MetaAnswer meta;
   if (meta_allowed && plan.meta_usable) {
-    meta = RunMeta(op, arguments, plan.returns_view);
+    meta = RunMeta(op, plan, arguments, plan.returns_view);
   }
   // Step 3: run it (checked, the first time these arguments' metadata is
   // seen), and raise the kernel's warnings.
