@@ -28,7 +28,7 @@ namespace openreg {
 
 // Bumped whenever this layout or the protos (commands, control, faults)
 // change in a way that old peers cannot handle.
-inline constexpr uint32_t kProtocolVersion = 6;
+inline constexpr uint32_t kProtocolVersion = 7;
 inline constexpr uint64_t kSessionMagic = 0x4f50454e52454731ull;  // OPENREG1
 
 struct SessionLimits {

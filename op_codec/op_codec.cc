@@ -49,6 +49,10 @@ absl::Status CheckTensorRef(const proto::TensorRef& ref) {
   if (ref.conj() && !c10::isComplexType(dtype)) {
     return Invalid("the conjugate bit is set on a real tensor");
   }
+  if (ref.storage_offset() < 0) {
+    return Invalid(
+        absl::StrCat("a negative storage offset (", ref.storage_offset(), ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -383,6 +387,7 @@ void EncodeTensorRef(const at::Tensor& tensor, proto::TensorRef* ref) {
   for (int64_t stride : tensor.strides()) ref->add_strides(stride);
   ref->set_dtype(static_cast<int32_t>(tensor.scalar_type()));
   ref->set_device(tensor.device().index());
+  ref->set_storage_offset(tensor.storage_offset());
   if (tensor.is_conj()) ref->set_conj(true);
   if (tensor.is_neg()) ref->set_neg(true);
   if (tensor.is_quantized()) {

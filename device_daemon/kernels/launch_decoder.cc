@@ -60,23 +60,74 @@ absl::StatusOr<at::Tensor> LaunchDecoder::DeviceTensor(
   TensorExtent extent;
   absl::StatusOr<PinnedRange> pinned = session_.PinTensor(ref, &extent);
   if (!pinned.ok()) return pinned.status();
-  void* data = pinned->data != nullptr ? pinned->data : g_empty_tensor_storage;
   // The storage keeps the allocation pinned for as long as ATen holds the
   // tensor (also when an op returns a view of it). Built directly rather
   // than with at::from_blob: this is the per-tensor cost of every launch.
-  auto* pin = new std::shared_ptr<DeviceBuffer>(std::move(pinned->buffer));
-  c10::DataPtr data_ptr(
-      data, pin,
-      [](void* context) {
-        delete static_cast<std::shared_ptr<DeviceBuffer>*>(context);
-      },
-      c10::Device(c10::kCPU));
-  c10::Storage storage(c10::Storage::use_byte_size_t(), extent.span_bytes,
+  if (pinned->data == nullptr) {  // no elements: no memory, no aliasing
+    c10::DataPtr data_ptr(g_empty_tensor_storage, c10::Device(c10::kCPU));
+    c10::Storage storage(c10::Storage::use_byte_size_t(), 0,
+                         std::move(data_ptr),
+                         growable ? c10::GetCPUAllocator() : nullptr,
+                         /*resizable=*/growable);
+    return op_codec::TensorOverStorage(std::move(storage),
+                                       c10::DispatchKey::CPU, ref);
+  }
+  // The client's view exactly: the storage starts where the client's
+  // storage starts (ref.storage_offset() elements before the tensor), and
+  // the tensors of one client storage share a pin whose deleter is
+  // c10::refcounted_deleter, so Storage::is_alias_of holds between them.
+  // ATen's overlap checks (an out= that partly overlaps an input:
+  // "unsupported operation"), its same-memory shortcuts (copy_ of a tensor
+  // onto itself) and storage-relative arguments then mean what they mean
+  // in the client. A storage ends where the tensor ends: a kernel that
+  // grows its out= moves it to daemon memory instead of writing past it.
+  const int64_t itemsize = static_cast<int64_t>(
+      c10::elementSize(static_cast<at::ScalarType>(ref.dtype())));
+  const int64_t room = pinned->data - pinned->buffer->data();
+  if (ref.storage_offset() > room / itemsize) {
+    return LaunchError(
+        op_, proto::INVALID_VALUE,
+        absl::StrCat("a tensor at storage offset ", ref.storage_offset(),
+                     " starts its storage before its allocation (",
+                     room / itemsize, " elements before it at most)"));
+  }
+  const int64_t offset_bytes = ref.storage_offset() * itemsize;
+  char* const storage_start = pinned->data - offset_bytes;
+  c10::DataPtr data_ptr(storage_start,
+                        SharedPin(storage_start, std::move(pinned->buffer)),
+                        &c10::refcounted_deleter, c10::Device(c10::kCPU));
+  c10::Storage storage(c10::Storage::use_byte_size_t(),
+                       static_cast<size_t>(offset_bytes) + extent.span_bytes,
                        std::move(data_ptr),
                        growable ? c10::GetCPUAllocator() : nullptr,
                        /*resizable=*/growable);
-  return op_codec::TensorOverStorage(std::move(storage), c10::DispatchKey::CPU,
-                                     ref);
+  at::Tensor tensor = op_codec::TensorOverStorage(std::move(storage),
+                                                  c10::DispatchKey::CPU, ref);
+  tensor.unsafeGetTensorImpl()->set_storage_offset(ref.storage_offset());
+  return tensor;
+}
+
+LaunchDecoder::~LaunchDecoder() {
+  for (const auto& [buffer, pin] : pins_) c10::refcounted_deleter(pin);
+}
+
+c10::RefcountedDeleterContext* LaunchDecoder::SharedPin(
+    const char* storage_start, std::shared_ptr<DeviceBuffer> buffer) {
+  for (const auto& [start, pin] : pins_) {
+    if (start == storage_start) {
+      pin->refcount.fetch_add(1, std::memory_order_relaxed);
+      return pin;
+    }
+  }
+  auto* pin = new c10::RefcountedDeleterContext(
+      new std::shared_ptr<DeviceBuffer>(std::move(buffer)), [](void* held) {
+        delete static_cast<std::shared_ptr<DeviceBuffer>*>(held);
+      });
+  // One reference for the decoder (dropped by its destructor), one for
+  // the caller's DataPtr.
+  pin->refcount.fetch_add(1, std::memory_order_relaxed);
+  pins_.emplace_back(storage_start, pin);
+  return pin;
 }
 
 absl::StatusOr<c10::Device> LaunchDecoder::DecodeDevice(int32_t index) {

@@ -19,12 +19,17 @@
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/core/stack.h>
+#include <c10/core/RefcountedDeleter.h>
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "device_daemon/execution/stream_context.h"
+#include "device_daemon/memory/device_buffer.h"
 #include "op_codec/op_codec.h"
 #include "protos/commands.pb.h"
 
@@ -40,6 +45,9 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
  public:
   LaunchDecoder(const StreamContext& context, const proto::LaunchOp& op)
       : session_(*context.session), op_(op) {}
+  ~LaunchDecoder();
+  LaunchDecoder(const LaunchDecoder&) = delete;
+  LaunchDecoder& operator=(const LaunchDecoder&) = delete;
 
   // The kernel's argument stack: the launch's arguments decoded against
   // `schema`, then the schema's defaults for the ones the client left out.
@@ -75,8 +83,17 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
       const proto::GeneratorState& state) override;
 
  private:
+  // The pin that every tensor of this launch in the client storage starting
+  // at `storage_start` (inside `buffer`) shares; see DeviceTensor.
+  c10::RefcountedDeleterContext* SharedPin(
+      const char* storage_start, std::shared_ptr<DeviceBuffer> buffer);
+
   Session& session_;
   const proto::LaunchOp& op_;
+  // One per client storage the launch touches (few: a linear search), each
+  // holding one reference of its own until the decoder ends.
+  absl::InlinedVector<std::pair<const char*, c10::RefcountedDeleterContext*>, 4>
+      pins_;
 };
 
 }  // namespace openreg::daemon

@@ -2,6 +2,7 @@
 
 #include <ATen/ops/empty.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/RefcountedDeleter.h>
 
 #include <utility>
 
@@ -22,12 +23,25 @@ void ReplaceOutArguments(const c10::FunctionSchema& schema,
     // A sparse out= is rebuilt by its kernel and returned (WriteReply).
     if (!client.defined() || client.layout() != at::kStrided) continue;
     const c10::Storage& storage = client.storage();
-    // The alias keeps the client tensor, and so its pin, alive.
-    auto* keep_alive = new at::Tensor(client);
-    c10::DataPtr data(
-        storage.mutable_data(), keep_alive,
-        [](void* context) { delete static_cast<at::Tensor*>(context); },
-        c10::Device(c10::kCPU));
+    c10::DataPtr data;
+    const c10::DataPtr& pinned = storage.data_ptr();
+    if (pinned.get_deleter() == &c10::refcounted_deleter) {
+      // The launch's shared pin (LaunchDecoder::DeviceTensor): the alias
+      // holds the allocation, and ATen sees it alias the launch's other
+      // tensors in that allocation, so its overlap checks hold.
+      auto* pin =
+          static_cast<c10::RefcountedDeleterContext*>(pinned.get_context());
+      pin->refcount.fetch_add(1, std::memory_order_relaxed);
+      data = c10::DataPtr(storage.mutable_data(), pin, &c10::refcounted_deleter,
+                          c10::Device(c10::kCPU));
+    } else {
+      // The alias keeps the client tensor, and so its pin, alive.
+      auto* keep_alive = new at::Tensor(client);
+      data = c10::DataPtr(
+          storage.mutable_data(), keep_alive,
+          [](void* context) { delete static_cast<at::Tensor*>(context); },
+          c10::Device(c10::kCPU));
+    }
     c10::Storage growable(c10::Storage::use_byte_size_t(), storage.nbytes(),
                           std::move(data), c10::GetCPUAllocator(),
                           /*resizable=*/true);

@@ -3,12 +3,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 
 namespace openreg::daemon {
 
 uint64_t HostPhysicalMemory() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGESIZE);
+  const int64_t pages = sysconf(_SC_PHYS_PAGES);
+  const int64_t page_size = sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page_size <= 0) return 0;
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
 }

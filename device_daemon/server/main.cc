@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "command_line/help_flag.h"
 #include "device_daemon/base/log.h"
+#include "device_daemon/kernels/accelerator_semantics.h"
 #include "device_daemon/kernels/aten_op_runner.h"
 #include "device_daemon/kernels/kernel_libraries.h"
 #include "device_daemon/server/daemon.h"
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   openreg::daemon::SetLogLevel(config->log_level);
+  openreg::daemon::RegisterAcceleratorSemantics();
   // Before any socket exists: a client never sees a daemon that lacks the
   // kernels it was started with, and a bad library is a startup error.
   if (absl::Status loaded =

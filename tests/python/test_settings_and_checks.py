@@ -416,6 +416,133 @@ class TestResultsDoNotDependOnTheDaemon(TestCase):
                             base.to(dtype))
 
 
+class TestWhereAnAcceleratorDiffersFromCpu(TestCase):
+    """Where PyTorch's device-generic tests expect an accelerator to differ
+    from CPU, openreg does what CUDA (the reference accelerator) does."""
+
+    def test_integer_fmod_and_remainder_by_zero_give_cudas_values(self,
+                                                                   device):
+        for dtype in [torch.uint8, torch.int8, torch.int16, torch.int32,
+                      torch.int64]:
+            low = 0 if dtype == torch.uint8 else -9
+            x = torch.arange(low, 10, device=device).to(dtype)
+            zero = torch.zeros_like(x)
+            for op in [torch.fmod, torch.remainder]:
+                with self.subTest(dtype=dtype, op=op.__name__):
+                    if self.device_type == "cpu":
+                        with self.assertRaisesRegex(RuntimeError,
+                                                    "ZeroDivisionError"):
+                            op(x, zero)
+                        continue
+                    result = op(x, zero)
+                    if dtype == torch.int64:
+                        expected = torch.where(x >= 0, 4294967295, -1)
+                    else:
+                        expected = torch.full_like(x, 255 if dtype ==
+                                                   torch.uint8 else -1)
+                    self.assertEqual(result, expected, exact_dtype=False)
+                    self.assertEqual(op(x, 0), expected, exact_dtype=False)
+                    # A non-zero divisor is CPU's answer, element by element.
+                    divisor = torch.where(x % 2 == 0, 0, 3).to(dtype)
+                    mixed = op(x, divisor).cpu()
+                    nonzero = divisor.cpu() != 0
+                    self.assertEqual(mixed[nonzero],
+                                     op(x.cpu()[nonzero],
+                                        divisor.cpu()[nonzero]))
+
+    def test_complex_half_pow_is_computed_in_complex_float(self, device):
+        base = torch.tensor([1 + 1j, 2 - 1j, -0.5 + 0.25j],
+                            dtype=torch.complex32)
+        exponent = torch.tensor([2, 0.5 + 1j, -1], dtype=torch.complex32)
+        calls = [lambda b, e: torch.pow(b, e), lambda b, e: torch.pow(b, 2),
+                 lambda b, e: torch.pow(2, e)]
+        for index, call in enumerate(calls):
+            with self.subTest(call=index):
+                if self.device_type == "cpu":
+                    with self.assertRaisesRegex(NotImplementedError,
+                                                "ComplexHalf"):
+                        call(base, exponent)
+                    continue
+                result = call(base.to(device), exponent.to(device))
+                reference = call(base.to(torch.complex64),
+                                 exponent.to(torch.complex64))
+                self.assertEqual(result.dtype, torch.complex32)
+                self.assertEqual(result.cpu(), reference.to(torch.complex32),
+                                 atol=0, rtol=0)
+
+
+class TestOverlapChecks(TestCase):
+    """The memory-overlap checks CPU makes at the call."""
+
+    def test_an_out_that_partly_overlaps_an_input_is_refused_every_time(
+            self, device):
+        for _ in range(3):  # also once the launch's signature is known
+            x = torch.rand(6, device=device, dtype=torch.double)
+            with self.assertRaisesRegex(RuntimeError,
+                                        "unsupported operation"):
+                torch.pow(x[:3], 42, out=x[1:4])
+            with self.assertRaisesRegex(RuntimeError,
+                                        "unsupported operation"):
+                torch.pow(42, x[:3], out=x[1:4])
+            with self.assertRaisesRegex(RuntimeError,
+                                        "unsupported operation"):
+                torch.add(x[:3], 1, out=x[2:5])
+        x = torch.arange(6.0, device=device)
+        torch.add(x[:3], 1, out=x[3:])  # disjoint: allowed
+        x.add_(x)  # the same memory exactly: allowed
+        self.assertEqual(x.cpu(), torch.tensor([0.0, 2, 4, 2, 4, 6]))
+
+    def test_storage_relative_arguments_mean_the_clients_storage(self,
+                                                                 device):
+        base = torch.arange(12.0, device=device)
+        view = base[3:]
+        for offset in [None, 0, 5]:
+            with self.subTest(storage_offset=offset):
+                self.assertEqual(
+                    torch.as_strided_copy(view, (2, 2), (1, 3), offset).cpu(),
+                    torch.as_strided_copy(base.cpu()[3:], (2, 2), (1, 3),
+                                          offset), atol=0, rtol=0)
+        # A tensor copied onto itself, and onto a neighbour in one storage.
+        pair = torch.arange(8.0, device=device)
+        pair[:4].copy_(pair[:4])
+        pair[4:].copy_(pair[:4])
+        self.assertEqual(pair.cpu(), torch.tensor([0.0, 1, 2, 3, 0, 1, 2, 3]))
+
+    def test_an_expanded_destination_is_refused(self, device):
+        for source in ["cpu", device]:
+            with self.assertRaisesRegex(RuntimeError,
+                                        "unsupported operation"):
+                torch.rand(1, device=device).expand(3).copy_(
+                    torch.ones(3, device=source))
+        for op in [torch.linspace, torch.logspace]:
+            with self.assertRaisesRegex(RuntimeError,
+                                        "unsupported operation"):
+                op(1, 10, 10, out=torch.rand(1, device=device).expand(10))
+
+    def test_sequence_ops_resize_a_wrongly_sized_out_as_cpu_does(self,
+                                                                 device):
+        calls = {"linspace": lambda out: torch.linspace(0, 1, 3, out=out),
+                 "logspace": lambda out: torch.logspace(0, 1, 3, out=out),
+                 "arange": lambda out: torch.arange(0, 3, out=out)}
+        for name, call in calls.items():
+            with self.subTest(op=name):
+                out = torch.empty(2, device=device)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    call(out)
+                self.assertEqual(out.shape, (3,))
+                messages = [str(w.message) for w in caught]
+                if name == "arange":  # CPU's kernel warns in its words
+                    self.assertEqual(len(messages), 1, messages)
+                    self.assertIn("The number of elements in the out tensor "
+                                  "of shape [2] is 2", messages[0])
+                else:
+                    self.assertEqual(messages, [])
+
+
+instantiate_device_type_tests(TestWhereAnAcceleratorDiffersFromCpu,
+                              globals())
+instantiate_device_type_tests(TestOverlapChecks, globals())
 instantiate_device_type_tests(TestSettingsReachKernels, globals())
 instantiate_device_type_tests(TestResultsDoNotDependOnTheDaemon, globals())
 instantiate_device_type_tests(TestKernelWarnings, globals())

@@ -1,6 +1,7 @@
 #include "torch_backend/kernels/meta_cache.h"
 
 #include <ATen/Context.h>
+#include <ATen/MemoryOverlap.h>
 #include <c10/core/DefaultDtype.h>
 
 #include <cmath>
@@ -171,6 +172,36 @@ Cache& GlobalCache() {
   return *cache;
 }
 
+// Which written tensors share memory with which other tensor arguments,
+// and how (ATen's overlap status). CPU's kernels refuse some of these calls
+// (an out= that partly overlaps an input: "unsupported operation", raised
+// by the daemon's kernel, whose tensors alias as the client's do): a call
+// whose aliasing was not seen before is a miss, so its launch is checked
+// and such an error is raised at the call.
+void PutAliasing(const c10::FunctionSchema& schema,
+                 c10::ArrayRef<c10::IValue> arguments, KeyWriter* key) {
+  const std::vector<c10::Argument>& declared = schema.arguments();
+  for (size_t w = 0; w < arguments.size() && w < declared.size(); ++w) {
+    const c10::AliasInfo* alias = declared[w].alias_info();
+    if (alias == nullptr || !alias->isWrite() || !arguments[w].isTensor()) {
+      continue;
+    }
+    const at::Tensor& written = arguments[w].toTensor();
+    if (!written.defined() || !written.has_storage()) continue;
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      if (i == w || !arguments[i].isTensor()) continue;
+      const at::Tensor& other = arguments[i].toTensor();
+      if (!other.defined() || !other.has_storage() ||
+          !other.storage().is_alias_of(written.storage())) {
+        continue;
+      }
+      key->Put(static_cast<uint16_t>(w));
+      key->Put(static_cast<uint16_t>(i));
+      key->Put(static_cast<int8_t>(at::get_overlap_status(written, other)));
+    }
+  }
+}
+
 }  // namespace
 
 bool BuildMetaCacheKey(const c10::OperatorHandle& op,
@@ -191,6 +222,7 @@ bool BuildMetaCacheKey(const c10::OperatorHandle& op,
   for (const c10::IValue& argument : arguments) {
     if (!PutValue(argument, keep_storage, by_class, &key)) return false;
   }
+  PutAliasing(op.schema(), arguments, &key);
   return true;
 }
 

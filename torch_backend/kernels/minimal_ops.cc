@@ -3,6 +3,7 @@
 // device, and reading a scalar back. Everything else goes through
 // remote_fallback.cc.
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
@@ -303,6 +304,9 @@ at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst,
   TORCH_CHECK(self.defined() && dst.defined(),
               "openreg: copy between undefined tensors");
   if (dst.numel() == 0) return dst;
+  // As copy_'s TensorIterator on CPU and CUDA: an expanded destination
+  // would be written through one element several times.
+  at::assert_no_internal_overlap(dst);
   if (self.is_privateuseone() && dst.is_privateuseone()) {
     CopyOnDevice(dst, self, non_blocking);
   } else if (dst.is_privateuseone()) {

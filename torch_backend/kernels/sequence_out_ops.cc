@@ -12,7 +12,6 @@
 // must not go through the functional op.)
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
-#include <ATen/native/Resize.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
@@ -29,9 +28,20 @@ void SequenceOut(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   out_argument = at::empty({0}, out.options());
   RemoteFallback(op, stack);
   const at::Tensor sequence = torch::jit::pop(*stack).toTensor();
-  // A wrong count: resized with CPU's deprecation warning.
-  if (out.numel() != sequence.numel()) {
-    at::native::resize_output(out, {sequence.numel()});
+  // A wrong count: resized as CPU's kernels resize it (RangeFactories.cpp):
+  // arange warns in its own words, the others resize silently.
+  const int64_t count = sequence.numel();
+  if (out.numel() != count) {
+    if (op.schema().name() == "aten::arange" && out.numel() > 0) {
+      TORCH_WARN("The number of elements in the out tensor of shape ",
+                 out.sizes(), " is ", out.numel(),
+                 " which does not match the computed number of elements ",
+                 count,
+                 ". Note that this may occur as a result of rounding error. "
+                 "The out tensor will be resized to a tensor of shape (",
+                 count, ",).");
+    }
+    out.resize_({count});
   }
   out.copy_(sequence.view(out.sizes()));
   torch::jit::push(*stack, out);
