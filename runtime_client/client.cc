@@ -36,10 +36,15 @@ void Client::AfterForkInChild() {
 
 absl::Status Client::InheritedSessionError() const {
   return MakeError(Error::kInternal,
-                   "openreg: this process was forked from a process that "
-                   "had attached to the daemon, and the session belongs to "
-                   "the parent; use openreg in the parent only, or start "
-                   "children with 'spawn' instead of 'fork'");
+                   // The first sentence is CUDA's (and PyTorch's reference
+                   // backend's), which scripts and tests match.
+                   "Cannot re-initialize OpenReg in forked subprocess. To "
+                   "use OpenReg with multiprocessing, you must use the "
+                   "'spawn' start method (openreg: this process was forked "
+                   "from a process that had attached to the daemon, and the "
+                   "session belongs to the parent; use openreg in the "
+                   "parent only, or start children with 'spawn' instead of "
+                   "'fork')");
 }
 
 std::shared_ptr<Session> Client::CurrentSession() {

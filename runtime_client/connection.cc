@@ -95,6 +95,10 @@ absl::Status Handshake(const std::string& socket_path, Connection* connection,
   connection->stub = NewStub(socket_path);
   grpc::ClientContext context;
   context.set_deadline(DeadlineIn(kHandshakeDeadline));
+  // The plain connect before this found a listener: a channel that is not
+  // ready yet (a loaded machine) is waited for, not taken for an absent
+  // daemon (gRPC's fail-fast UNAVAILABLE).
+  context.set_wait_for_ready(true);
   proto::HandshakeRequest request;
   request.set_protocol_version(kProtocolVersion);
   request.set_client_version(kOpenregVersion);
@@ -289,8 +293,11 @@ absl::StatusOr<Connection> ConnectToDaemon() {
 
   const AutospawnPlan plan = PlanAutospawn(socket_path);
   if (!plan.allowed || plan.binary.empty()) {
+    // What the attempt saw (no socket file, a refused connect, a handshake
+    // that could not start) tells a dead daemon from one still starting.
     return MakeError(Error::kDaemonUnavailable,
-                     NoDaemonMessage(socket_path, plan));
+                     absl::StrCat(NoDaemonMessage(socket_path, plan), " [",
+                                  attempt.connection.status().message(), "]"));
   }
   absl::Status spawned =
       SpawnDetachedDaemon(plan.binary, plan.arguments, plan.log_path);

@@ -19,7 +19,7 @@ namespace openreg::client {
 // Control-plane RPCs are small and served at once; a daemon that does not
 // answer within these is treated as unavailable instead of hanging a call.
 inline constexpr absl::Duration kRpcDeadline = absl::Seconds(5);
-inline constexpr absl::Duration kHandshakeDeadline = absl::Seconds(2);
+inline constexpr absl::Duration kHandshakeDeadline = absl::Seconds(5);
 // How long a client waits for a daemon it started (or one another client
 // started at the same time) to answer.
 inline constexpr absl::Duration kAutospawnWait = absl::Seconds(15);

@@ -50,9 +50,11 @@ absl::Status Session::ValidateDevice(int device) const {
   if (device >= 0 && device < device_count_) return absl::OkStatus();
   return MakeError(
       Error::kInvalidDevice,
-      absl::StrCat("openreg: device index ", device,
-                   " is out of range: the daemon has ", device_count_,
-                   " openreg device", device_count_ == 1 ? "" : "s"));
+      // "The device index is out of range": the phrase PyTorch's
+      // reference backend uses, which scripts and tests match.
+      absl::StrCat("openreg: The device index is out of range: device ", device,
+                   " of a daemon with ", device_count_, " openreg device",
+                   device_count_ == 1 ? "" : "s"));
 }
 
 absl::StatusOr<int> Session::CurrentDevice() const {

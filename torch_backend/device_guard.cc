@@ -40,8 +40,10 @@ c10::DeviceIndex ResolveDevice(c10::DeviceIndex device) {
 }
 
 void CheckDeviceIndex(c10::DeviceIndex device) {
-  TORCH_CHECK(device >= 0 && device < kMaxDevices, "openreg: device index ",
-              static_cast<int>(device), " is out of range");
+  TORCH_CHECK(device >= 0 && device < kMaxDevices,
+              "openreg: The device index is out of range: device ",
+              static_cast<int>(device), " (openreg devices are 0 to ",
+              kMaxDevices - 1, " at most)");
 }
 
 // Events cross the c10 interface as void*: runtime event id + 1, so that

@@ -11,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -54,6 +55,7 @@ class PrivateDaemon:
         # Set by launch(): an unlaunched daemon leaves nothing behind.
         self.folder = None
         self.process = None
+        self._killed = False  # by kill(): a crash made on purpose
         self.started = None
         self.ready_after = None  # seconds from launch to ready
 
@@ -129,6 +131,7 @@ class PrivateDaemon:
         """SIGKILL by pid (a daemon crash); waits for the exit unless
         `wait` is false (stop() reaps it then)."""
         if self.alive():
+            self._killed = True
             self.process.send_signal(signal.SIGKILL)
             if wait:
                 self.process.wait(timeout=self.stop_timeout)
@@ -143,5 +146,13 @@ class PrivateDaemon:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=self.stop_timeout)
+        elif (self.process is not None and self.process.returncode != 0 and
+              not self._killed):
+            # It ended on its own before being stopped: say how, with its
+            # log, before the folder (and the log) go.
+            sys.stderr.write(
+                f"openreg-daemon (pid {self.process.pid}) had already ended "
+                f"with status {self.process.returncode}; its log:\n"
+                f"{self.log()[-_LOG_TAIL_CHARS:]}\n")
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)

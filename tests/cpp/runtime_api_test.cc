@@ -98,9 +98,10 @@ TEST_F(RuntimeApiTest, SetAndGetDevice) {
 
 TEST_F(RuntimeApiTest, InvalidDeviceIndex) {
   EXPECT_EQ(SetDevice(7), Error::kInvalidDevice);
-  EXPECT_THAT(GetLastErrorMessage(),
-              HasSubstr("device index 7 is out of range: the daemon has 2 "
-                        "openreg devices"));
+  EXPECT_THAT(
+      GetLastErrorMessage(),
+      HasSubstr("The device index is out of range: device 7 of a daemon with 2 "
+                "openreg devices"));
   EXPECT_EQ(PeekAtLastError(), Error::kInvalidDevice);
   EXPECT_EQ(GetLastError(), Error::kInvalidDevice);
   EXPECT_EQ(GetLastError(), Error::kSuccess);

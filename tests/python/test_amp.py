@@ -2,6 +2,7 @@
 CUDA does, and torch.amp.GradScaler("openreg") trains."""
 
 import sys
+import warnings
 
 import pytest
 import torch
@@ -13,8 +14,8 @@ DAEMON, setup_module, teardown_module = module_daemon(devices=2)
 
 
 def test_device_module_amp_api():
-    assert torch.openreg.get_amp_supported_dtype() == [torch.float16,
-                                                       torch.bfloat16]
+    assert torch.openreg.get_amp_supported_dtype() == [
+        torch.float16, torch.bfloat16, torch.float32]
     assert torch.amp.is_autocast_available("openreg")
     assert not torch.is_autocast_enabled("openreg")
     with torch.autocast("openreg", dtype=torch.bfloat16):
@@ -49,6 +50,19 @@ def test_lower_precision_ops_run_in_the_autocast_dtype(dtype):
     torch.testing.assert_close(products["mm"].cpu(), expected)
     # Outside the region everything is float32 again.
     assert torch.mm(a, b).dtype == torch.float32
+
+
+def test_float32_as_the_target_runs_the_lower_precision_ops_in_float32():
+    half = torch.randn(8, device="openreg", dtype=torch.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not "disabling autocast"
+        with torch.autocast("openreg", dtype=torch.float32):
+            assert torch.is_autocast_enabled("openreg")
+            dot = torch.dot(half, half)
+            product = torch.mm(half.view(2, 4), half.view(4, 2))
+    assert dot.dtype == torch.float32 and product.dtype == torch.float32
+    torch.testing.assert_close(dot.cpu(), torch.dot(half.cpu().float(),
+                                                    half.cpu().float()))
 
 
 def test_fp32_ops_run_in_float32():

@@ -341,6 +341,35 @@ def test_sdpa_with_dropout_or_a_mask_needing_grad_keeps_cpu_choice():
     torch.testing.assert_close(mask_dev.grad.cpu(), mask_cpu.grad)
 
 
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_the_overrideable_backward_gives_the_bias_gradient_of_the_math_route(
+        is_causal):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 6, 8) for _ in range(3))
+    bias = torch.randn(2, 1, 6, 6)  # broadcast over the heads
+    cpu = [t.clone().requires_grad_() for t in (q, k, v, bias)]
+    # The math route takes no mask with is_causal: the causal mask joins the
+    # bias (its gradient is the bias's, zero where the mask hides a key).
+    causal = torch.zeros(6, 6).masked_fill(
+        torch.ones(6, 6, dtype=torch.bool).tril().logical_not(),
+        float("-inf")) if is_causal else torch.zeros(6, 6)
+    with sdpa_kernel(SDPBackend.MATH):
+        expected = F.scaled_dot_product_attention(
+            *cpu[:3], attn_mask=cpu[3] + causal)
+    grad_out = torch.randn_like(expected)
+    expected.backward(grad_out)
+    dev = [t.to("openreg") for t in (q, k, v, bias)]
+    forward = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        *dev[:3], attn_bias=dev[3], is_causal=is_causal)
+    grads = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward(
+        grad_out.to("openreg"), *dev, [True] * 4, *forward[:6],
+        dropout_p=0.0, is_causal=is_causal, philox_seed=forward[6],
+        philox_offset=forward[7])
+    torch.testing.assert_close(forward[0].cpu(), expected.detach())
+    for got, want in zip(grads, cpu):
+        torch.testing.assert_close(got.cpu(), want.grad)
+
+
 def test_sdpa_math_backend_still_selectable():
     with sdpa_kernel(SDPBackend.MATH), OpRecorder() as recorder:
         out = F.scaled_dot_product_attention(*sdpa_inputs("openreg"))

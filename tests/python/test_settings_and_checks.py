@@ -450,6 +450,32 @@ class TestWhereAnAcceleratorDiffersFromCpu(TestCase):
                                      op(x.cpu()[nonzero],
                                         divisor.cpu()[nonzero]))
 
+    def test_index_put_of_unbroadcastable_values_fails_in_cudas_words(
+            self, device):
+        # CUDA's sort-based index_put_ (accumulate, or deterministic mode)
+        # fails in expand; CPU's kernel in its own check.
+        expected = ("shape mismatch" if self.device_type == "cpu" else
+                    r"The expanded size of the tensor \(3\) must match the "
+                    r"existing size \(6\) at non-singleton dimension 1")
+        t = torch.zeros(2, 3, 4, device=device)
+        index = torch.tensor([0, 1], device=device)
+        values = torch.randn(6, 2, device=device)
+        with DeterministicGuard(True):
+            with self.assertRaisesRegex(RuntimeError, expected):
+                t[..., index] = values
+        with self.assertRaisesRegex(RuntimeError, expected):  # accumulate
+            torch.ops.aten.index_put_(t, [None, None, index], values, True)
+        mask = torch.tensor([True, False, True, True], device=device)
+        with self.assertRaisesRegex(
+                RuntimeError, "shape mismatch" if self.device_type == "cpu"
+                else "must match the existing size"):
+            torch.ops.aten.index_put_(t, [None, None, mask],
+                                      torch.ones(4, device=device), True)
+        # Without the sort path CUDA says what CPU says.
+        with self.assertRaisesRegex(RuntimeError, "shape mismatch"):
+            t[..., index] = values
+        self.assertEqual(t.cpu(), torch.zeros(2, 3, 4))
+
     def test_complex_half_pow_is_computed_in_complex_float(self, device):
         base = torch.tensor([1 + 1j, 2 - 1j, -0.5 + 0.25j],
                             dtype=torch.complex32)

@@ -17,8 +17,10 @@
 // the route PyTorch reserves for an accelerator's own fused attention
 // (kernels/fused_attention.cc, which runs CPU's flash kernel in the
 // daemon); otherwise CPU's answer. A mask that needs a gradient, and
-// dropout, keep CPU's answer too (the overrideable kernel computes no mask
-// gradient; with dropout, CPU's flash kernel itself is called, as before).
+// dropout, keep CPU's answer too, so the ops run are CPU's: CPU's flash
+// kernel gives no mask gradient (the overrideable backward computes one,
+// for callers that ask it directly, by forming the scores, which the math
+// route does as well); with dropout, CPU's flash kernel itself is called.
 #include <ATen/SDPBackend.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>

@@ -10,8 +10,11 @@ __all__ = ["autocast", "get_amp_supported_dtype"]
 
 
 def get_amp_supported_dtype():
-    """The lower-precision dtypes torch.autocast("openreg") accepts."""
-    return [torch.float16, torch.bfloat16]
+    """The target dtypes torch.autocast("openreg") accepts: float16 and
+    bfloat16, and float32 (as CUDA and PyTorch's reference backend accept
+    it: the lower-precision ops then run in float32, a way to switch a
+    region to full precision without removing its autocast)."""
+    return [torch.float16, torch.bfloat16, torch.float32]
 
 
 class autocast(torch.amp.autocast_mode.autocast):
