@@ -97,8 +97,10 @@ at::Tensor& CpuRemainderOut(at::Tensor& out, const at::Tensor& self,
 bool IsComplexHalf(const at::Tensor& tensor) {
   return tensor.scalar_type() == at::kComplexHalf;
 }
+// An operand of a pow whose result is ComplexHalf, in the type CUDA
+// computes it in (a float16 tensor with a complex exponent, too).
 at::Tensor Widened(const at::Tensor& tensor) {
-  return IsComplexHalf(tensor) ? tensor.to(at::kComplexFloat) : tensor;
+  return tensor.to(at::kComplexFloat);
 }
 bool ComplexHalfResult(at::ScalarType dtype) {
   return dtype == at::kComplexHalf;

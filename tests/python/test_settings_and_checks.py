@@ -416,6 +416,12 @@ class TestResultsDoNotDependOnTheDaemon(TestCase):
                             base.to(dtype))
 
 
+def _put_unbroadcastable(t: torch.Tensor, index: torch.Tensor,
+                         values: torch.Tensor) -> torch.Tensor:
+    t[:, :, index] = values
+    return t
+
+
 class TestWhereAnAcceleratorDiffersFromCpu(TestCase):
     """Where PyTorch's device-generic tests expect an accelerator to differ
     from CPU, openreg does what CUDA (the reference accelerator) does."""
@@ -476,12 +482,32 @@ class TestWhereAnAcceleratorDiffersFromCpu(TestCase):
             t[..., index] = values
         self.assertEqual(t.cpu(), torch.zeros(2, 3, 4))
 
+    def test_a_scripted_index_put_works_as_in_eager_mode(self, device):
+        # TorchScript passes index_put_'s indices as a generic list.
+        @torch.jit.script
+        def clamp_low(x):
+            x[x < 50] = 1.0
+            return x
+
+        x = clamp_low(torch.arange(100.0, device=device))
+        self.assertEqual(x.cpu(), clamp_low(torch.arange(100.0)))
+        if self.device_type != "cpu":
+            with DeterministicGuard(True):
+                with self.assertRaisesRegex(RuntimeError, "must match"):
+                    torch.jit.script(_put_unbroadcastable)(
+                        torch.zeros(2, 3, 4, device=device),
+                        torch.tensor([0, 1], device=device),
+                        torch.randn(6, 2, device=device))
+
     def test_complex_half_pow_is_computed_in_complex_float(self, device):
         base = torch.tensor([1 + 1j, 2 - 1j, -0.5 + 0.25j],
                             dtype=torch.complex32)
         exponent = torch.tensor([2, 0.5 + 1j, -1], dtype=torch.complex32)
         calls = [lambda b, e: torch.pow(b, e), lambda b, e: torch.pow(b, 2),
-                 lambda b, e: torch.pow(2, e)]
+                 lambda b, e: torch.pow(2, e),
+                 # float16 with a complex scalar: a ComplexHalf result
+                 lambda b, e: torch.pow(b.real.half(), 1.0j),
+                 lambda b, e: torch.pow(0.5 + 1.0j, e.real.half())]
         for index, call in enumerate(calls):
             with self.subTest(call=index):
                 if self.device_type == "cpu":
@@ -490,8 +516,14 @@ class TestWhereAnAcceleratorDiffersFromCpu(TestCase):
                         call(base, exponent)
                     continue
                 result = call(base.to(device), exponent.to(device))
-                reference = call(base.to(torch.complex64),
-                                 exponent.to(torch.complex64))
+                if index < 3:
+                    reference = call(base.to(torch.complex64),
+                                     exponent.to(torch.complex64))
+                else:  # CUDA computes from the float16 values
+                    reference = (torch.pow(base.real.half().float(), 1.0j)
+                                 if index == 3 else
+                                 torch.pow(0.5 + 1.0j,
+                                           exponent.real.half().float()))
                 self.assertEqual(result.dtype, torch.complex32)
                 self.assertEqual(result.cpu(), reference.to(torch.complex32),
                                  atol=0, rtol=0)

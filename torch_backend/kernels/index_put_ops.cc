@@ -65,8 +65,12 @@ void IndexPutImpl(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // _index_put_impl_(self, indices, values, accumulate, unsafe)
   const auto arguments = torch::jit::last(*stack, 5);
   const at::Tensor self = arguments[0].toTensor();
-  const c10::List<std::optional<at::Tensor>> indices =
-      arguments[1].toOptionalTensorList();
+  // A list of optional tensors; TorchScript passes it as a generic list.
+  c10::List<std::optional<at::Tensor>> indices;
+  for (const c10::IValue& index : arguments[1].toListRef()) {
+    indices.push_back(index.isNone() ? std::nullopt
+                                     : std::optional(index.toTensor()));
+  }
   const at::Tensor values = arguments[2].toTensor();
   const bool accumulate = arguments[3].toBool();
   try {
