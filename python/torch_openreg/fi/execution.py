@@ -72,6 +72,11 @@ def execute(launcher, daemon, run_dir, label, timeout, stop=None,
             if timeout is not None and time.monotonic() - started > timeout:
                 timed_out = True
                 break
+        if stop is not None and stop.is_set():
+            # An interruption's teardown (the zygote kills its runs) may
+            # have ended this run: it did not finish, it is run again on
+            # resume.
+            return None
         seconds = time.monotonic() - started
     finally:
         # Ends the run if it still goes, and whatever it left in its group.
