@@ -566,6 +566,35 @@ class TestOverlapChecks(TestCase):
         pair[4:].copy_(pair[:4])
         self.assertEqual(pair.cpu(), torch.tensor([0.0, 1, 2, 3, 0, 1, 2, 3]))
 
+    def test_views_of_empty_tensors_report_cpus_addresses(self, device):
+        # A view's data_ptr is its base's plus its offset, empty or not;
+        # compared through what CPU reports for the same views.
+        def addresses(make):
+            complex_base = make(torch.complex64)
+            real_base = make(torch.float32)
+            views = [torch.view_as_real(complex_base),
+                     torch.view_as_complex(real_base.reshape(0, 2)),
+                     complex_base[0:0], real_base.view(0, 1).t(),
+                     real_base.unsqueeze(0), real_base.expand(3, 0)]
+            bases = [complex_base, real_base, complex_base, real_base,
+                     real_base, real_base]
+            return [(v.data_ptr() - b.data_ptr(), v.storage_offset(),
+                     v.untyped_storage().data_ptr() ==
+                     b.untyped_storage().data_ptr())
+                    for v, b in zip(views, bases)]
+
+        for where, make in [
+                ("empty", lambda dtype: torch.tensor([], dtype=dtype,
+                                                     device=device)),
+                ("empty slice of a storage",
+                 lambda dtype: torch.zeros(8, dtype=dtype,
+                                           device=device)[4:4])]:
+            with self.subTest(where=where):
+                cpu_make = {"empty": lambda dtype: torch.tensor(
+                    [], dtype=dtype)}.get(
+                        where, lambda dtype: torch.zeros(8, dtype=dtype)[4:4])
+                self.assertEqual(addresses(make), addresses(cpu_make))
+
     def test_an_expanded_destination_is_refused(self, device):
         for source in ["cpu", device]:
             with self.assertRaisesRegex(RuntimeError,
