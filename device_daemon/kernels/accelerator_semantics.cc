@@ -13,6 +13,14 @@
 namespace openreg::daemon {
 namespace {
 
+// An out= overload's ending: `result` into `out`, resized as CPU's kernels
+// resize an out= (with their warning when it had elements).
+at::Tensor& CopiedInto(const at::Tensor& result, at::Tensor& out) {
+  at::native::resize_output(out, result.sizes());
+  out.copy_(result);
+  return out;
+}
+
 // --- Integer division by zero -------------------------------------------
 
 using BinaryKernel = at::Tensor (*)(const at::Tensor&, const at::Tensor&);
@@ -65,10 +73,7 @@ template <BinaryKernel kKernel,
 at::Tensor& Out(const at::Tensor& self, const at::Tensor& other,
                 at::Tensor& out) {
   if (!DividesIntegersByZero(self, other)) return kOut(out, self, other);
-  const at::Tensor result = WithCudaZeroDivisor(self, other, kKernel);
-  at::native::resize_output(out, result.sizes());
-  out.copy_(result);
-  return out;
+  return CopiedInto(WithCudaZeroDivisor(self, other, kKernel), out);
 }
 
 at::Tensor CpuFmod(const at::Tensor& self, const at::Tensor& other) {
@@ -125,10 +130,7 @@ at::Tensor& PowTensorTensorOut(const at::Tensor& self,
   if (!ComplexHalfResult(at::result_type(self, exponent))) {
     return at::cpu::pow_out(out, self, exponent);
   }
-  const at::Tensor result = PowTensorTensor(self, exponent);
-  at::native::resize_output(out, result.sizes());
-  out.copy_(result);
-  return out;
+  return CopiedInto(PowTensorTensor(self, exponent), out);
 }
 
 at::Tensor PowTensorScalar(const at::Tensor& self, const at::Scalar& exponent) {
@@ -148,10 +150,7 @@ at::Tensor& PowTensorScalarOut(const at::Tensor& self,
   if (!ComplexHalfResult(at::result_type(self, exponent))) {
     return at::cpu::pow_out(out, self, exponent);
   }
-  const at::Tensor result = PowTensorScalar(self, exponent);
-  at::native::resize_output(out, result.sizes());
-  out.copy_(result);
-  return out;
+  return CopiedInto(PowTensorScalar(self, exponent), out);
 }
 
 at::Tensor PowScalarTensor(const at::Scalar& self, const at::Tensor& exponent) {
@@ -165,10 +164,7 @@ at::Tensor& PowScalarTensorOut(const at::Scalar& self,
   if (!ComplexHalfResult(at::result_type(self, exponent))) {
     return at::cpu::pow_out(out, self, exponent);
   }
-  const at::Tensor result = PowScalarTensor(self, exponent);
-  at::native::resize_output(out, result.sizes());
-  out.copy_(result);
-  return out;
+  return CopiedInto(PowScalarTensor(self, exponent), out);
 }
 
 // Replacing a CPU kernel makes the dispatcher warn ("Overriding a
