@@ -19,6 +19,14 @@ DAEMON_PARTS = {
     "execution": ["base", "memory", "devices", "sessions", "ipc"],
     "faults": ["base", "memory", "devices", "sessions", "ipc", "execution"],
     "kernels": ["base", "memory", "devices", "sessions", "ipc", "execution"],
+    "collectives": [
+        "base",
+        "memory",
+        "devices",
+        "sessions",
+        "ipc",
+        "execution",
+    ],
     "server": [
         "base",
         "memory",
@@ -28,6 +36,7 @@ DAEMON_PARTS = {
         "execution",
         "faults",
         "kernels",
+        "collectives",
     ],
 }
 
