@@ -53,6 +53,8 @@ constexpr ErrorCodeInfo kErrorTable[] = {
      PE::kRuntimeError},
     {proto::DEVICE_FAULT, SC::kUnavailable, "device fault", PE::kRuntimeError},
     {proto::COPY_FAILURE, SC::kAborted, "copy failure", PE::kRuntimeError},
+    {proto::COLLECTIVE_FAILURE, SC::kAborted, "collective failure",
+     PE::kRuntimeError},
 };
 constexpr int kTableSize = sizeof(kErrorTable) / sizeof(kErrorTable[0]);
 

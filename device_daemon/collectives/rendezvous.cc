@@ -1,9 +1,11 @@
 #include "device_daemon/collectives/rendezvous.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "device_daemon/devices/blocking_region.h"
 
 namespace openreg::daemon {
@@ -11,7 +13,8 @@ namespace openreg::daemon {
 Rendezvous::Rendezvous(int size) : size_(size) {}
 
 absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
-                                const Runner& run, absl::Time deadline) {
+                                const Runner& run, absl::Time deadline,
+                                const std::function<bool()>& cancelled) {
   absl::MutexLock lock(&mutex_);
   if (!aborted_.ok()) return aborted_;
   if (rank < 0 || rank >= size_) {
@@ -32,12 +35,25 @@ absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
   } else {
     const auto finished = [this, &round]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
                               mutex_) { return round.done || !aborted_.ok(); };
-    bool finished_in_time;
+    bool finished_in_time = false;
     {
       // The ranks still to come may be streams of this very device.
       const BlockingRegion blocking;
-      finished_in_time =
-          mutex_.AwaitWithDeadline(absl::Condition(&finished), deadline);
+      while (true) {
+        const absl::Time until =
+            cancelled ? std::min(deadline, absl::Now() + kCancelCheck)
+                      : deadline;
+        finished_in_time =
+            mutex_.AwaitWithDeadline(absl::Condition(&finished), until);
+        if (finished_in_time || absl::Now() >= deadline) break;
+        if (cancelled && cancelled()) {
+          const absl::Status stopped = absl::CancelledError(absl::StrCat(
+              "collective ", sequence, ": rank ", rank,
+              " stopped waiting (its stream is being stopped)"));
+          if (aborted_.ok()) aborted_ = stopped;
+          return stopped;
+        }
+      }
     }
     if (!finished_in_time) {
       const absl::Status timed_out = absl::DeadlineExceededError(

@@ -60,9 +60,15 @@ class Rendezvous {
 
   // Rank `rank`'s arrival at its collective number `sequence` (0, 1, ...).
   // Blocks until the collective ran (by whichever rank came last), the
-  // rendezvous is aborted, or `deadline`.
+  // rendezvous is aborted, or `deadline`. `cancelled`, when set, is asked
+  // every kCancelCheck while waiting: if it says so (the rank's stream is
+  // being stopped), the rank gives up with CANCELLED and the rendezvous is
+  // aborted, since the collective can no longer complete.
   absl::Status Arrive(int rank, uint64_t sequence, Part part, const Runner& run,
-                      absl::Time deadline);
+                      absl::Time deadline,
+                      const std::function<bool()>& cancelled = {});
+
+  static constexpr absl::Duration kCancelCheck = absl::Milliseconds(100);
 
   // Fails every waiting and later arrival with `why` (not OK). The first
   // abort's status is kept.

@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
@@ -74,6 +75,9 @@ std::string CommandName(const proto::Command& command) {
       return "wait_ipc_event";
     case proto::Command::kFree:
       return "free";
+    case proto::Command::kCollective:
+      return absl::AsciiStrToLower(absl::StrCat(
+          "occl::", proto::CollectiveKind_Name(command.collective().kind())));
     case proto::Command::BODY_NOT_SET:
       break;
   }
@@ -89,6 +93,10 @@ CommandExecutor::CommandExecutor(Devices* devices, OpRunner* op_runner)
 void CommandExecutor::SetFaultHook(FaultHook* hook) {
   fault_hook_.store(hook != nullptr ? hook : &no_faults_,
                     std::memory_order_release);
+}
+
+void CommandExecutor::SetCollectiveRunner(CollectiveRunner* runner) {
+  collective_runner_.store(runner, std::memory_order_release);
 }
 
 absl::Status CommandExecutor::Execute(const StreamContext& context,
@@ -131,6 +139,10 @@ absl::Status CommandExecutor::AdmitAllocation(Session& session, int device,
 
 void CommandExecutor::SessionClosed(uint64_t session_id) {
   fault_hook_.load(std::memory_order_acquire)->SessionClosed(session_id);
+  if (CollectiveRunner* runner =
+          collective_runner_.load(std::memory_order_acquire)) {
+    runner->SessionClosed(session_id);
+  }
 }
 
 absl::Status CommandExecutor::Dispatch(const StreamContext& context,
@@ -156,6 +168,8 @@ absl::Status CommandExecutor::Dispatch(const StreamContext& context,
       return WaitStream(context, command.wait_stream(), command.sequence());
     case proto::Command::kWaitIpcEvent:
       return WaitIpcEvent(context, command.wait_ipc_event());
+    case proto::Command::kCollective:
+      return RunCollective(context, command.collective());
     case proto::Command::kFree:
       return FreeMemory(context, command.free(), command.sequence());
     case proto::Command::BODY_NOT_SET:
@@ -312,6 +326,19 @@ absl::Status CommandExecutor::WaitIpcEvent(const StreamContext& context,
         ticket.emplace(*std::move(admitted));
         return absl::OkStatus();
       });
+}
+
+absl::Status CommandExecutor::RunCollective(
+    const StreamContext& context, const proto::Collective& collective) {
+  CollectiveRunner* runner = collective_runner_.load(std::memory_order_acquire);
+  if (runner == nullptr) {
+    return MakeError(proto::INTERNAL,
+                     "this daemon runs no collectives (no collective runner)");
+  }
+  absl::StatusOr<WaitBudget::Ticket> ticket =
+      wait_budget_.Acquire(context.session->id());
+  if (!ticket.ok()) return ticket.status();
+  return runner->Run(context, collective);
 }
 
 absl::Status CommandExecutor::FreeMemory(const StreamContext& context,

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "device_daemon/devices/devices.h"
+#include "device_daemon/execution/collective_runner.h"
 #include "device_daemon/execution/command_costs.h"
 #include "device_daemon/execution/fault_hook.h"
 #include "device_daemon/execution/op_runner.h"
@@ -35,6 +36,9 @@ class CommandExecutor : public StreamEngine {
   // Installs `hook` (not owned; null restores the no-op hook). Meant to be
   // set before sessions exist.
   void SetFaultHook(FaultHook* hook);
+  // Installs the runner of Collective commands (not owned; must outlive
+  // the executor). Without one, collectives fail with NOT_SUPPORTED.
+  void SetCollectiveRunner(CollectiveRunner* runner);
 
   // The daemon's cost profile (command_costs.h), which stream workers and
   // the op runner fill through StreamContext::timing.
@@ -75,6 +79,10 @@ class CommandExecutor : public StreamEngine {
   // position the client captured (ipc_event_wait.h).
   absl::Status WaitIpcEvent(const StreamContext& context,
                             const proto::WaitIpcEvent& wait);
+  // Blocks until every rank arrived (collective_runner.h), within the wait
+  // budget.
+  absl::Status RunCollective(const StreamContext& context,
+                             const proto::Collective& collective);
   absl::Status FreeMemory(const StreamContext& context,
                           const proto::FreeMemory& free, uint64_t sequence);
   absl::Status Launch(const StreamContext& context,
@@ -88,6 +96,7 @@ class CommandExecutor : public StreamEngine {
   OpRunner* const op_runner_;
   NoFaults no_faults_;
   std::atomic<FaultHook*> fault_hook_;
+  std::atomic<CollectiveRunner*> collective_runner_{nullptr};
   CommandCosts costs_;
   WaitBudget wait_budget_;
 };

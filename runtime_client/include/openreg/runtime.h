@@ -47,6 +47,7 @@ enum class Error : int {
   kEccUncorrectable = 20,
   kDeviceFault = 21,  // the device is in the FAULT state until reset
   kCopyFailure = 22,
+  kCollectiveFailure = 23,  // a collective's ranks disagreed, left or hung
 };
 
 // "invalid value", "out of memory", ...

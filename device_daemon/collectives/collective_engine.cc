@@ -1,0 +1,400 @@
+#include "device_daemon/collectives/collective_engine.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "data_plane/dtype.h"
+#include "device_daemon/base/errors.h"
+#include "device_daemon/sessions/session.h"
+
+namespace openreg::daemon {
+namespace {
+
+// Reductions go through a buffer of this size, so that each rank's memory
+// is read once and written once, and the partial sums stay in cache.
+constexpr int64_t kChunkBytes = 256 * 1024;
+
+// What one rank's part reads and writes, pinned in its session.
+struct RankBuffers {
+  PinnedRange send;
+  PinnedRange recv;
+  uint64_t send_bytes = 0;
+  uint64_t recv_bytes = 0;
+};
+
+// What a collective's rank 0 and every other rank must agree on.
+struct Shape {
+  proto::CollectiveKind kind = proto::COLLECTIVE_UNSPECIFIED;
+  proto::ReduceOp op = proto::REDUCE_OP_UNSPECIFIED;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  int64_t element_bytes = 0;
+  int64_t count = 0;
+  int root = 0;
+  double scale = 1.0;
+  int size = 0;
+};
+
+std::string LowerName(proto::CollectiveKind kind) {
+  return absl::AsciiStrToLower(proto::CollectiveKind_Name(kind));
+}
+
+bool Reduces(proto::CollectiveKind kind) {
+  return kind == proto::ALL_REDUCE || kind == proto::REDUCE ||
+         kind == proto::REDUCE_SCATTER;
+}
+
+bool RootedAt(proto::CollectiveKind kind) {
+  return kind == proto::BROADCAST || kind == proto::REDUCE ||
+         kind == proto::GATHER || kind == proto::SCATTER;
+}
+
+// The signature every rank's part must match: readable in a mismatch
+// message ("all_reduce(sum) of 1024 x Float").
+std::string Signature(const Shape& shape) {
+  std::string text = LowerName(shape.kind);
+  if (Reduces(shape.kind)) {
+    absl::StrAppend(&text, "(",
+                    absl::AsciiStrToLower(proto::ReduceOp_Name(shape.op)));
+    if (shape.op == proto::PREMUL_SUM) absl::StrAppend(&text, " x ", shape.scale);
+    absl::StrAppend(&text, ")");
+  }
+  if (shape.kind != proto::BARRIER) {
+    absl::StrAppend(&text, " of ", shape.count, " x ", c10::toString(shape.dtype));
+  }
+  if (RootedAt(shape.kind)) absl::StrAppend(&text, " from root ", shape.root);
+  return text;
+}
+
+// Bytes of `elements` elements, refusing overflow.
+absl::StatusOr<uint64_t> Bytes(const Shape& shape, int64_t blocks) {
+  const uint64_t limit = uint64_t{1} << 50;
+  const uint64_t elements = static_cast<uint64_t>(shape.count);
+  if (elements > limit / static_cast<uint64_t>(blocks) /
+                     static_cast<uint64_t>(shape.element_bytes)) {
+    return InvalidValueError(absl::StrCat("a collective of ", shape.count,
+                                          " elements is too large"));
+  }
+  return elements * static_cast<uint64_t>(blocks) *
+         static_cast<uint64_t>(shape.element_bytes);
+}
+
+absl::StatusOr<Shape> ValidateShape(const proto::Collective& collective,
+                                    int size) {
+  Shape shape;
+  shape.kind = collective.kind();
+  shape.op = collective.op();
+  shape.size = size;
+  shape.root = collective.root();
+  shape.scale = collective.scale();
+  if (shape.kind <= proto::COLLECTIVE_UNSPECIFIED ||
+      shape.kind > proto::BARRIER || !proto::CollectiveKind_IsValid(shape.kind)) {
+    return InvalidValueError(
+        absl::StrCat("unknown collective kind ", collective.kind()));
+  }
+  if (RootedAt(shape.kind) && (shape.root < 0 || shape.root >= size)) {
+    return InvalidValueError(absl::StrCat("root ", shape.root,
+                                          " is outside a communicator of ",
+                                          size, " ranks"));
+  }
+  if (shape.kind == proto::BARRIER) return shape;
+  shape.element_bytes = DtypeElementSize(collective.dtype());
+  if (shape.element_bytes <= 0) {
+    return InvalidValueError(
+        absl::StrCat("unknown dtype ", collective.dtype()));
+  }
+  shape.dtype = static_cast<c10::ScalarType>(collective.dtype());
+  if (collective.count() > (uint64_t{1} << 50)) {
+    return InvalidValueError(
+        absl::StrCat("a collective of ", collective.count(),
+                     " elements is too large"));
+  }
+  shape.count = static_cast<int64_t>(collective.count());
+  if (Reduces(shape.kind)) {
+    if (shape.op <= proto::REDUCE_OP_UNSPECIFIED ||
+        !proto::ReduceOp_IsValid(shape.op)) {
+      return InvalidValueError(
+          absl::StrCat("unknown reduction ", collective.op()));
+    }
+    const bool floating = c10::isFloatingType(shape.dtype) ||
+                          c10::isComplexType(shape.dtype);
+    if ((shape.op == proto::AVG || shape.op == proto::PREMUL_SUM) &&
+        !floating) {
+      return InvalidValueError(absl::StrCat(
+          absl::AsciiStrToLower(proto::ReduceOp_Name(shape.op)),
+          " needs a floating-point dtype, not ", c10::toString(shape.dtype)));
+    }
+    if ((shape.op == proto::MIN || shape.op == proto::MAX) &&
+        c10::isComplexType(shape.dtype)) {
+      return InvalidValueError(absl::StrCat(
+          "min and max are not defined for ", c10::toString(shape.dtype)));
+    }
+    if (c10::isFloat8Type(shape.dtype) || c10::isQIntType(shape.dtype) ||
+        c10::isBitsType(shape.dtype)) {
+      return InvalidValueError(absl::StrCat(
+          "reductions of ", c10::toString(shape.dtype),
+          " are not supported (move the data with all_gather, or reduce in "
+          "a wider dtype)"));
+    }
+  }
+  return shape;
+}
+
+// (send blocks, recv blocks) of rank `rank`'s part, in units of `count`.
+std::pair<int64_t, int64_t> Blocks(const Shape& shape, int rank) {
+  const bool root = rank == shape.root;
+  switch (shape.kind) {
+    case proto::ALL_REDUCE:
+      return {1, 1};
+    case proto::BROADCAST:
+      return {0, 1};
+    case proto::REDUCE:
+      return {1, root ? 1 : 0};
+    case proto::ALL_GATHER:
+      return {1, shape.size};
+    case proto::REDUCE_SCATTER:
+      return {shape.size, 1};
+    case proto::ALL_TO_ALL:
+      return {shape.size, shape.size};
+    case proto::GATHER:
+      return {1, root ? shape.size : 0};
+    case proto::SCATTER:
+      return {root ? shape.size : 0, 1};
+    default:
+      return {0, 0};
+  }
+}
+
+absl::Status PinPart(const StreamContext& context,
+                     const proto::Collective& collective, const Shape& shape,
+                     int rank, RankBuffers* buffers) {
+  if (shape.kind == proto::BARRIER) return absl::OkStatus();
+  const auto [send_blocks, recv_blocks] = Blocks(shape, rank);
+  absl::StatusOr<uint64_t> send_bytes = Bytes(shape, std::max<int64_t>(send_blocks, 1));
+  if (!send_bytes.ok()) return send_bytes.status();
+  absl::StatusOr<uint64_t> recv_bytes = Bytes(shape, std::max<int64_t>(recv_blocks, 1));
+  if (!recv_bytes.ok()) return recv_bytes.status();
+  buffers->send_bytes = send_blocks > 0 ? *send_bytes : 0;
+  buffers->recv_bytes = recv_blocks > 0 ? *recv_bytes : 0;
+  if (buffers->send_bytes > 0) {
+    absl::StatusOr<PinnedRange> send =
+        context.session->PinRange(collective.send(), buffers->send_bytes);
+    if (!send.ok()) return send.status();
+    buffers->send = *std::move(send);
+  }
+  if (buffers->recv_bytes > 0) {
+    absl::StatusOr<PinnedRange> recv =
+        context.session->PinRange(collective.recv(), buffers->recv_bytes);
+    if (!recv.ok()) return recv.status();
+    buffers->recv = *std::move(recv);
+  }
+  if (shape.kind == proto::ALL_TO_ALL && buffers->send_bytes > 0) {
+    const char* send = buffers->send.data;
+    const char* recv = buffers->recv.data;
+    if (send < recv + buffers->recv_bytes && recv < send + buffers->send_bytes) {
+      return InvalidValueError(
+          "all_to_all needs separate send and receive memory");
+    }
+  }
+  return absl::OkStatus();
+}
+
+at::Tensor View(char* data, int64_t offset, int64_t count, const Shape& shape) {
+  return at::from_blob(data + offset * shape.element_bytes, {count},
+                       at::TensorOptions().dtype(shape.dtype));
+}
+
+// result = reduction, in rank order, of `count` elements at element
+// `offset` of each part's send buffer plus `block_offset` (the order the
+// header states).
+void ReduceInto(const Shape& shape, const std::vector<const RankBuffers*>& ranks,
+                int64_t block_offset, int64_t offset, int64_t count,
+                at::Tensor& result) {
+  const auto part = [&](int rank) {
+    return View(ranks[rank]->send.data, block_offset + offset, count, shape);
+  };
+  if (shape.op == proto::PREMUL_SUM) {
+    at::mul_out(result, part(0), shape.scale);
+  } else {
+    result.copy_(part(0));
+  }
+  for (size_t rank = 1; rank < ranks.size(); ++rank) {
+    const at::Tensor value = part(static_cast<int>(rank));
+    switch (shape.op) {
+      case proto::SUM:
+      case proto::AVG:
+        result.add_(value);
+        break;
+      case proto::PREMUL_SUM:
+        result.add_(value, shape.scale);
+        break;
+      case proto::PRODUCT:
+        result.mul_(value);
+        break;
+      case proto::MIN:
+        at::minimum_out(result, result, value);
+        break;
+      case proto::MAX:
+        at::maximum_out(result, result, value);
+        break;
+      default:
+        break;
+    }
+  }
+  if (shape.op == proto::AVG) result.div_(static_cast<double>(ranks.size()));
+}
+
+// Reduces block `block` of every rank's send buffer into `targets`.
+void ReduceBlock(const Shape& shape, const std::vector<const RankBuffers*>& ranks,
+                 int64_t block, const std::vector<char*>& targets) {
+  const int64_t chunk = std::max<int64_t>(1, kChunkBytes / shape.element_bytes);
+  at::Tensor buffer =
+      at::empty({std::min(chunk, std::max<int64_t>(shape.count, 1))},
+                at::TensorOptions().dtype(shape.dtype));
+  for (int64_t offset = 0; offset < shape.count; offset += chunk) {
+    const int64_t length = std::min(chunk, shape.count - offset);
+    at::Tensor result = buffer.narrow(0, 0, length);
+    ReduceInto(shape, ranks, block * shape.count, offset, length, result);
+    for (char* target : targets) {
+      std::memcpy(target + offset * shape.element_bytes, result.data_ptr(),
+                  length * shape.element_bytes);
+    }
+  }
+}
+
+void Move(char* to, const char* from, uint64_t bytes) {
+  if (bytes != 0 && to != from) std::memmove(to, from, bytes);
+}
+
+absl::Status Execute(const Shape& shape,
+                     const std::vector<const RankBuffers*>& ranks) {
+  const int n = shape.size;
+  const uint64_t block_bytes =
+      static_cast<uint64_t>(shape.count) * shape.element_bytes;
+  switch (shape.kind) {
+    case proto::BARRIER:
+      return absl::OkStatus();
+    case proto::ALL_REDUCE: {
+      std::vector<char*> targets;
+      for (const RankBuffers* rank : ranks) targets.push_back(rank->recv.data);
+      ReduceBlock(shape, ranks, 0, targets);
+      return absl::OkStatus();
+    }
+    case proto::REDUCE:
+      ReduceBlock(shape, ranks, 0, {ranks[shape.root]->recv.data});
+      return absl::OkStatus();
+    case proto::REDUCE_SCATTER:
+      for (int rank = 0; rank < n; ++rank) {
+        ReduceBlock(shape, ranks, rank, {ranks[rank]->recv.data});
+      }
+      return absl::OkStatus();
+    case proto::BROADCAST:
+      for (int rank = 0; rank < n; ++rank) {
+        Move(ranks[rank]->recv.data, ranks[shape.root]->recv.data, block_bytes);
+      }
+      return absl::OkStatus();
+    case proto::ALL_GATHER:
+      for (int to = 0; to < n; ++to) {
+        for (int from = 0; from < n; ++from) {
+          Move(ranks[to]->recv.data + from * block_bytes, ranks[from]->send.data,
+               block_bytes);
+        }
+      }
+      return absl::OkStatus();
+    case proto::GATHER:
+      for (int from = 0; from < n; ++from) {
+        Move(ranks[shape.root]->recv.data + from * block_bytes,
+             ranks[from]->send.data, block_bytes);
+      }
+      return absl::OkStatus();
+    case proto::SCATTER:
+      for (int to = 0; to < n; ++to) {
+        Move(ranks[to]->recv.data,
+             ranks[shape.root]->send.data + to * block_bytes, block_bytes);
+      }
+      return absl::OkStatus();
+    case proto::ALL_TO_ALL:
+      for (int to = 0; to < n; ++to) {
+        for (int from = 0; from < n; ++from) {
+          Move(ranks[to]->recv.data + from * block_bytes,
+               ranks[from]->send.data + to * block_bytes, block_bytes);
+        }
+      }
+      return absl::OkStatus();
+    default:
+      return InvalidValueError("unknown collective kind");
+  }
+}
+
+}  // namespace
+
+absl::Status CollectiveEngine::Run(const StreamContext& context,
+                                   const proto::Collective& collective) {
+  absl::StatusOr<Communicators::Membership> membership =
+      communicators_->Find(context.session->id(), collective.communicator());
+  if (!membership.ok()) return membership.status();
+  Communicator& communicator = *membership->communicator;
+  const int rank = membership->rank;
+  const std::string where =
+      absl::StrCat("occl ", LowerName(collective.kind()), " #",
+                   collective.number(), " on communicator ", communicator.id(),
+                   " (rank ", rank, " of ", communicator.size(), ")");
+  absl::StatusOr<Shape> shape = ValidateShape(collective, communicator.size());
+  if (!shape.ok()) {
+    return MakeError(ErrorCodeOf(shape.status()),
+                     absl::StrCat(where, ": ", shape.status().message()));
+  }
+  auto buffers = std::make_shared<RankBuffers>();
+  if (absl::Status pinned = PinPart(context, collective, *shape, rank,
+                                    buffers.get());
+      !pinned.ok()) {
+    // The others would wait for this rank until their deadline: fail them
+    // now, naming why.
+    const absl::Status why = MakeError(
+        proto::COLLECTIVE_FAILURE,
+        absl::StrCat(where, ": ", communicator.DescribeRank(rank),
+                     " passed bad memory: ", pinned.message()));
+    communicator.rendezvous().Abort(why);
+    return why;
+  }
+  Rendezvous::Part part{Signature(*shape), buffers};
+  const Shape agreed = *shape;
+  const Rendezvous::Runner run =
+      [&agreed](absl::Span<const Rendezvous::Part* const> parts) {
+        std::vector<const RankBuffers*> ranks;
+        ranks.reserve(parts.size());
+        for (const Rendezvous::Part* each : parts) {
+          ranks.push_back(static_cast<const RankBuffers*>(each->payload.get()));
+        }
+        try {
+          const c10::InferenceMode inference_mode;
+          return Execute(agreed, ranks);
+        } catch (const std::exception& error) {
+          return absl::InvalidArgumentError(error.what());
+        }
+      };
+  const absl::Status status = communicator.rendezvous().Arrive(
+      rank, collective.number(), std::move(part), run,
+      absl::Now() + communicator.timeout(),
+      [&context] { return context.stop_requested(); });
+  if (status.ok()) return status;
+  if (ErrorCodeOf(status) == proto::COLLECTIVE_FAILURE) return status;
+  return MakeError(proto::COLLECTIVE_FAILURE,
+                   absl::StrCat(where, ": ", status.message()));
+}
+
+void CollectiveEngine::SessionClosed(uint64_t session_id) {
+  communicators_->SessionClosed(session_id);
+}
+
+}  // namespace openreg::daemon

@@ -1,0 +1,162 @@
+#include "device_daemon/collectives/communicators.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "device_daemon/base/errors.h"
+
+namespace openreg::daemon {
+namespace {
+
+// As c10d's store keys and NCCL's unique ids: short, opaque.
+constexpr size_t kMaxIdBytes = 256;
+// One communicator spans at most this many ranks of one daemon.
+constexpr int kMaxRanks = 1024;
+
+}  // namespace
+
+Communicator::Communicator(std::string id, int size, absl::Duration timeout)
+    : id_(std::move(id)), timeout_(timeout), rendezvous_(size) {
+  absl::MutexLock lock(&mutex_);
+  members_.resize(size);
+}
+
+std::string Communicator::DescribeRank(int rank) const {
+  absl::MutexLock lock(&mutex_);
+  if (rank < 0 || rank >= static_cast<int>(members_.size()) ||
+      !members_[rank].joined) {
+    return absl::StrCat("rank ", rank, " (not joined)");
+  }
+  return absl::StrCat("rank ", rank, " (pid ", members_[rank].pid, ")");
+}
+
+absl::StatusOr<uint64_t> Communicators::Join(const std::string& id, int size,
+                                             int rank, uint64_t session_id,
+                                             pid_t pid,
+                                             absl::Duration timeout) {
+  if (id.empty() || id.size() > kMaxIdBytes) {
+    return InvalidValueError(absl::StrCat(
+        "a communicator id has 1 to ", kMaxIdBytes, " bytes, not ", id.size()));
+  }
+  if (size < 1 || size > kMaxRanks) {
+    return InvalidValueError(absl::StrCat(
+        "a communicator has 1 to ", kMaxRanks, " ranks, not ", size));
+  }
+  if (rank < 0 || rank >= size) {
+    return InvalidValueError(absl::StrCat("rank ", rank,
+                                          " is outside a communicator of ",
+                                          size, " ranks"));
+  }
+  if (timeout <= absl::ZeroDuration()) {
+    return InvalidValueError("a communicator's timeout must be positive");
+  }
+  absl::MutexLock lock(&mutex_);
+  std::shared_ptr<Communicator>& communicator = by_id_[id];
+  if (communicator == nullptr) {
+    communicator = std::make_shared<Communicator>(id, size, timeout);
+  } else if (communicator->size() != size) {
+    return InvalidValueError(absl::StrCat(
+        "communicator ", id, " has ", communicator->size(),
+        " ranks; rank ", rank, " joined it as one of ", size));
+  }
+  {
+    absl::MutexLock members(&communicator->mutex_);
+    Communicator::Member& member = communicator->members_[rank];
+    if (member.joined) {
+      return InvalidValueError(absl::StrCat("rank ", rank, " of communicator ",
+                                            id, " is taken by pid ",
+                                            member.pid));
+    }
+    member.joined = true;
+    member.session_id = session_id;
+    member.pid = pid;
+  }
+  const uint64_t handle = next_handle_++;
+  by_session_[session_id][handle] = Handle{communicator, rank};
+  return handle;
+}
+
+absl::StatusOr<Communicators::Membership> Communicators::Find(
+    uint64_t session_id, uint64_t handle) const {
+  absl::MutexLock lock(&mutex_);
+  auto session = by_session_.find(session_id);
+  if (session != by_session_.end()) {
+    auto found = session->second.find(handle);
+    if (found != session->second.end()) {
+      return Membership{found->second.communicator, found->second.rank};
+    }
+  }
+  return InvalidHandleError(absl::StrCat(
+      "communicator ", handle, " is not one this session joined"));
+}
+
+absl::Status Communicators::Leave(uint64_t session_id, uint64_t handle,
+                                  bool abort) {
+  absl::MutexLock lock(&mutex_);
+  auto session = by_session_.find(session_id);
+  if (session == by_session_.end() || !session->second.contains(handle)) {
+    return InvalidHandleError(absl::StrCat(
+        "communicator ", handle, " is not one this session joined"));
+  }
+  if (abort) {
+    const Handle& member = session->second[handle];
+    const absl::Status why = MakeError(
+        proto::COLLECTIVE_FAILURE,
+        absl::StrCat("communicator ", member.communicator->id(),
+                     " was aborted by ",
+                     member.communicator->DescribeRank(member.rank)));
+    LeaveLocked(session_id, handle, &why);
+  } else {
+    LeaveLocked(session_id, handle, nullptr);
+  }
+  return absl::OkStatus();
+}
+
+void Communicators::SessionClosed(uint64_t session_id) {
+  absl::MutexLock lock(&mutex_);
+  auto session = by_session_.find(session_id);
+  if (session == by_session_.end()) return;
+  std::vector<uint64_t> handles;
+  for (const auto& [handle, member] : session->second) {
+    handles.push_back(handle);
+  }
+  for (uint64_t handle : handles) {
+    const Handle& member = by_session_[session_id][handle];
+    const absl::Status why = MakeError(
+        proto::COLLECTIVE_FAILURE,
+        absl::StrCat(member.communicator->DescribeRank(member.rank),
+                     " of communicator ", member.communicator->id(),
+                     " ended (its process exited or detached)"));
+    LeaveLocked(session_id, handle, &why);
+  }
+}
+
+void Communicators::LeaveLocked(uint64_t session_id, uint64_t handle,
+                                const absl::Status* abort_with) {
+  auto session = by_session_.find(session_id);
+  const Handle member = session->second[handle];
+  session->second.erase(handle);
+  if (session->second.empty()) by_session_.erase(session);
+  if (abort_with != nullptr) member.communicator->rendezvous().Abort(*abort_with);
+  bool anyone_left = false;
+  {
+    absl::MutexLock members(&member.communicator->mutex_);
+    member.communicator->members_[member.rank].joined = false;
+    for (const Communicator::Member& other : member.communicator->members_) {
+      anyone_left = anyone_left || other.joined;
+    }
+  }
+  if (!anyone_left) {
+    auto found = by_id_.find(member.communicator->id());
+    if (found != by_id_.end() && found->second == member.communicator) {
+      by_id_.erase(found);
+    }
+  }
+}
+
+size_t Communicators::size() const {
+  absl::MutexLock lock(&mutex_);
+  return by_id_.size();
+}
+
+}  // namespace openreg::daemon

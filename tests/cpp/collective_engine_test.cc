@@ -1,0 +1,325 @@
+// Collectives through the real stream workers and executor: several
+// sessions of this process (one rank each) joined to one communicator,
+// their Collective commands written into their rings as clients would.
+#include "device_daemon/collectives/collective_engine.h"
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "device_daemon/collectives/communicators.h"
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/execution/command_executor.h"
+#include "device_daemon/kernels/aten_op_runner.h"
+#include "device_daemon/sessions/session.h"
+#include "gtest/gtest.h"
+#include "tests/cpp/stream_driver.h"
+#include "tests/cpp/test_sessions.h"
+
+namespace openreg::daemon {
+namespace {
+
+constexpr int32_t kFloat = 6;
+constexpr int32_t kLong = 4;
+constexpr int32_t kHalf = 5;
+
+class CollectiveEngineTest : public ::testing::Test {
+ protected:
+  CollectiveEngineTest() {
+    devices_ = *Devices::Create(2, 64 << 20);
+    executor_ = std::make_unique<CommandExecutor>(devices_.get(), &op_runner_);
+    executor_->SetCollectiveRunner(&engine_);
+  }
+  ~CollectiveEngineTest() override {
+    for (auto& rank : ranks_) {
+      if (rank.session != nullptr) rank.session->Close();
+    }
+  }
+
+  struct Rank {
+    std::unique_ptr<Session> session;
+    std::unique_ptr<StreamDriver> stream;
+    uint64_t communicator = 0;
+    uint64_t number = 0;
+  };
+
+  // `n` ranks (sessions), rank r on device r % 2, joined to one
+  // communicator.
+  void MakeRanks(int n, absl::Duration timeout = absl::Seconds(20)) {
+    for (int r = 0; r < n; ++r) {
+      Rank rank;
+      rank.session = MakeTestSession(100 + r, devices_.get(), executor_.get());
+      StreamSlot* slot = rank.session->stream_slot(0);
+      rank.stream = std::make_unique<StreamDriver>(
+          slot, rank.session->ring_buffer(0),
+          rank.session->limits().ring_bytes, devices_->doorbell(slot->device),
+          rank.session->ring_fd());
+      absl::StatusOr<uint64_t> handle = communicators_.Join(
+          "job-1", n, r, rank.session->id(), rank.session->pid(), timeout);
+      ASSERT_TRUE(handle.ok()) << handle.status();
+      rank.communicator = *handle;
+      ranks_.push_back(std::move(rank));
+    }
+  }
+
+  uint64_t Alloc(int r, uint64_t bytes) {
+    absl::StatusOr<uint64_t> address = ranks_[r].session->Allocate(0, bytes);
+    EXPECT_TRUE(address.ok()) << address.status();
+    return *address;
+  }
+
+  template <typename T>
+  void Upload(int r, uint64_t address, const std::vector<T>& values) {
+    Session& session = *ranks_[r].session;
+    std::memcpy(session.staging(), values.data(), values.size() * sizeof(T));
+    proto::Command command;
+    command.mutable_h2d()->set_dst(address);
+    command.mutable_h2d()->set_size(values.size() * sizeof(T));
+    ASSERT_EQ(ranks_[r].stream->Run(command), std::nullopt);
+  }
+
+  template <typename T>
+  std::vector<T> Download(int r, uint64_t address, size_t count) {
+    Session& session = *ranks_[r].session;
+    proto::Command command;
+    command.mutable_d2h()->set_src(address);
+    command.mutable_d2h()->set_size(count * sizeof(T));
+    EXPECT_EQ(ranks_[r].stream->Run(command), std::nullopt);
+    std::vector<T> values(count);
+    std::memcpy(values.data(), session.staging(), count * sizeof(T));
+    return values;
+  }
+
+  proto::Command Collective(int r, proto::CollectiveKind kind, int32_t dtype,
+                            uint64_t count, uint64_t send, uint64_t recv,
+                            proto::ReduceOp op = proto::SUM, int root = 0) {
+    proto::Command command;
+    proto::Collective* collective = command.mutable_collective();
+    collective->set_communicator(ranks_[r].communicator);
+    collective->set_kind(kind);
+    collective->set_op(op);
+    collective->set_dtype(dtype);
+    collective->set_count(count);
+    collective->set_send(send);
+    collective->set_recv(recv);
+    collective->set_root(root);
+    collective->set_number(ranks_[r].number++);
+    return command;
+  }
+
+  // Every rank submits its command (each from its own thread, as separate
+  // processes would) and waits for it; returns each rank's error.
+  std::vector<std::optional<StreamErrorRecord>> RunAll(
+      const std::vector<proto::Command>& commands) {
+    std::vector<std::optional<StreamErrorRecord>> errors(commands.size());
+    std::vector<std::thread> threads;
+    for (size_t r = 0; r < commands.size(); ++r) {
+      threads.emplace_back(
+          [&, r] { errors[r] = ranks_[r].stream->Run(commands[r]); });
+    }
+    for (std::thread& thread : threads) thread.join();
+    return errors;
+  }
+
+  std::unique_ptr<Devices> devices_;
+  AtenOpRunner op_runner_;
+  Communicators communicators_;
+  CollectiveEngine engine_{&communicators_};
+  std::unique_ptr<CommandExecutor> executor_;
+  std::vector<Rank> ranks_;
+};
+
+TEST_F(CollectiveEngineTest, AllReduceSumsEveryRanksBufferInPlace) {
+  MakeRanks(4);
+  constexpr int kCount = 100000;  // several chunks
+  std::vector<uint64_t> buffers;
+  std::vector<proto::Command> commands;
+  for (int r = 0; r < 4; ++r) {
+    buffers.push_back(Alloc(r, kCount * sizeof(float)));
+    std::vector<float> values(kCount);
+    for (int i = 0; i < kCount; ++i) values[i] = 0.1f * (r + 1) + i;
+    Upload(r, buffers[r], values);
+    commands.push_back(Collective(r, proto::ALL_REDUCE, kFloat, kCount,
+                                  buffers[r], buffers[r]));
+  }
+  for (const auto& error : RunAll(commands)) EXPECT_EQ(error, std::nullopt);
+  for (int r = 0; r < 4; ++r) {
+    const std::vector<float> result = Download<float>(r, buffers[r], kCount);
+    for (int i = 0; i < kCount; i += 997) {
+      // The stated order: ((p0 + p1) + p2) + p3, in float.
+      float expected = 0.1f + i;
+      for (int q = 1; q < 4; ++q) expected += 0.1f * (q + 1) + i;
+      ASSERT_EQ(result[i], expected) << "rank " << r << " element " << i;
+    }
+  }
+}
+
+TEST_F(CollectiveEngineTest, ReductionsOfIntegersAndHalves) {
+  MakeRanks(2);
+  const uint64_t a0 = Alloc(0, 3 * 8), a1 = Alloc(1, 3 * 8);
+  Upload<int64_t>(0, a0, {5, -7, 3});
+  Upload<int64_t>(1, a1, {2, 9, 3});
+  for (auto [op, expected] :
+       std::vector<std::pair<proto::ReduceOp, std::vector<int64_t>>>{
+           {proto::MAX, {5, 9, 3}}, {proto::MIN, {2, -7, 3}}}) {
+    Upload<int64_t>(0, a0, {5, -7, 3});
+    Upload<int64_t>(1, a1, {2, 9, 3});
+    const auto errors = RunAll({Collective(0, proto::ALL_REDUCE, kLong, 3, a0, a0, op),
+                                Collective(1, proto::ALL_REDUCE, kLong, 3, a1, a1, op)});
+    EXPECT_EQ(errors[0], std::nullopt);
+    EXPECT_EQ(Download<int64_t>(0, a0, 3), expected);
+    EXPECT_EQ(Download<int64_t>(1, a1, 3), expected);
+  }
+  // AVG of integers is refused on every rank, naming why.
+  const auto errors = RunAll({Collective(0, proto::ALL_REDUCE, kLong, 3, a0, a0, proto::AVG),
+                              Collective(1, proto::ALL_REDUCE, kLong, 3, a1, a1, proto::AVG)});
+  for (const auto& error : errors) {
+    ASSERT_TRUE(error.has_value());
+    EXPECT_NE(error->message.find("avg needs a floating-point dtype"),
+              std::string::npos)
+        << error->message;
+  }
+}
+
+TEST_F(CollectiveEngineTest, GatherScatterAndAllToAllMoveBlocksByRank) {
+  MakeRanks(3);
+  std::vector<uint64_t> send, recv;
+  for (int r = 0; r < 3; ++r) {
+    send.push_back(Alloc(r, 3 * 2 * sizeof(float)));
+    recv.push_back(Alloc(r, 3 * 2 * sizeof(float)));
+    // Rank r's send: blocks of 2, block q = {10r + q, 10r + q + 0.5}.
+    std::vector<float> values;
+    for (int q = 0; q < 3; ++q) {
+      values.push_back(10.0f * r + q);
+      values.push_back(10.0f * r + q + 0.5f);
+    }
+    Upload(r, send[r], values);
+  }
+  std::vector<proto::Command> all_to_all, all_gather;
+  for (int r = 0; r < 3; ++r) {
+    all_to_all.push_back(
+        Collective(r, proto::ALL_TO_ALL, kFloat, 2, send[r], recv[r]));
+  }
+  for (const auto& error : RunAll(all_to_all)) EXPECT_EQ(error, std::nullopt);
+  for (int r = 0; r < 3; ++r) {
+    const std::vector<float> got = Download<float>(r, recv[r], 6);
+    for (int q = 0; q < 3; ++q) {
+      EXPECT_EQ(got[2 * q], 10.0f * q + r);
+      EXPECT_EQ(got[2 * q + 1], 10.0f * q + r + 0.5f);
+    }
+  }
+  // all_gather of each rank's first block.
+  for (int r = 0; r < 3; ++r) {
+    all_gather.push_back(
+        Collective(r, proto::ALL_GATHER, kFloat, 2, send[r], recv[r]));
+  }
+  for (const auto& error : RunAll(all_gather)) EXPECT_EQ(error, std::nullopt);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(Download<float>(r, recv[r], 6),
+              (std::vector<float>{0, 0.5, 10, 10.5, 20, 20.5}));
+  }
+}
+
+TEST_F(CollectiveEngineTest, ReduceScatterAndBroadcast) {
+  MakeRanks(2);
+  const uint64_t s0 = Alloc(0, 4 * 2), s1 = Alloc(1, 4 * 2);
+  const uint64_t r0 = Alloc(0, 2 * 2), r1 = Alloc(1, 2 * 2);
+  // float16 1, 2, 3, 4 and 10, 20, 30, 40 (bits).
+  Upload<uint16_t>(0, s0, {0x3c00, 0x4000, 0x4200, 0x4400});
+  Upload<uint16_t>(1, s1, {0x4900, 0x4d00, 0x4f80, 0x5100});
+  auto errors = RunAll({Collective(0, proto::REDUCE_SCATTER, kHalf, 2, s0, r0),
+                        Collective(1, proto::REDUCE_SCATTER, kHalf, 2, s1, r1)});
+  EXPECT_EQ(errors[0], std::nullopt);
+  EXPECT_EQ(Download<uint16_t>(0, r0, 2),
+            (std::vector<uint16_t>{0x4980, 0x4d80}));  // 11, 22
+  EXPECT_EQ(Download<uint16_t>(1, r1, 2),
+            (std::vector<uint16_t>{0x5020, 0x5180}));  // 33, 44
+  errors = RunAll({Collective(0, proto::BROADCAST, kHalf, 2, 0, r0,
+                              proto::SUM, /*root=*/1),
+                   Collective(1, proto::BROADCAST, kHalf, 2, 0, r1,
+                              proto::SUM, /*root=*/1)});
+  EXPECT_EQ(errors[0], std::nullopt);
+  EXPECT_EQ(Download<uint16_t>(0, r0, 2),
+            (std::vector<uint16_t>{0x5020, 0x5180}));
+}
+
+TEST_F(CollectiveEngineTest, MismatchedCollectivesFailOnEveryRankWritingNothing) {
+  MakeRanks(2);
+  const uint64_t a0 = Alloc(0, 16), a1 = Alloc(1, 16);
+  Upload<float>(0, a0, {1, 2, 3, 4});
+  Upload<float>(1, a1, {5, 6, 7, 8});
+  const auto errors =
+      RunAll({Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0),
+              Collective(1, proto::ALL_REDUCE, kFloat, 3, a1, a1)});
+  for (const auto& error : errors) {
+    ASSERT_TRUE(error.has_value());
+    EXPECT_EQ(error->code, proto::COLLECTIVE_FAILURE);
+    EXPECT_EQ(error->op, "occl::all_reduce");
+    EXPECT_NE(error->message.find("all_reduce(sum) of 4 x Float"),
+              std::string::npos)
+        << error->message;
+    EXPECT_NE(error->message.find("all_reduce(sum) of 3 x Float"),
+              std::string::npos);
+  }
+  EXPECT_EQ(Download<float>(0, a0, 4), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(Download<float>(1, a1, 4), (std::vector<float>{5, 6, 7, 8}));
+}
+
+TEST_F(CollectiveEngineTest, ARankThatEndsFailsTheOthersNamingIt) {
+  MakeRanks(2);
+  const uint64_t a0 = Alloc(0, 16);
+  const absl::Time start = absl::Now();
+  std::optional<StreamErrorRecord> error;
+  std::thread waiter([&] {
+    error = ranks_[0].stream->Run(
+        Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0));
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  ranks_[1].session->Close();
+  waiter.join();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code, proto::COLLECTIVE_FAILURE);
+  EXPECT_NE(error->message.find("rank 1 (pid "), std::string::npos)
+      << error->message;
+  EXPECT_NE(error->message.find("ended"), std::string::npos);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(communicators_.size(), 1u);  // rank 0 is still in it
+}
+
+TEST_F(CollectiveEngineTest, ARankThatNeverArrivesIsNamedAtTheTimeout) {
+  MakeRanks(3, /*timeout=*/absl::Milliseconds(300));
+  const uint64_t a0 = Alloc(0, 16), a1 = Alloc(1, 16);
+  const auto errors =
+      RunAll({Collective(0, proto::BARRIER, kFloat, 0, 0, 0),
+              Collective(1, proto::BARRIER, kFloat, 0, 0, 0)});
+  for (const auto& error : errors) {
+    ASSERT_TRUE(error.has_value());
+    EXPECT_EQ(error->code, proto::COLLECTIVE_FAILURE);
+    EXPECT_NE(error->message.find("rank(s) 2, which did not arrive"),
+              std::string::npos)
+        << error->message;
+  }
+  (void)a0;
+  (void)a1;
+}
+
+TEST_F(CollectiveEngineTest, BadMemoryFromOneRankFailsAllWithoutWaiting) {
+  MakeRanks(2);
+  const uint64_t a0 = Alloc(0, 16);
+  const auto errors =
+      RunAll({Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0),
+              Collective(1, proto::ALL_REDUCE, kFloat, 4, 0xdead0000, 0xdead0000)});
+  for (const auto& error : errors) {
+    ASSERT_TRUE(error.has_value());
+    EXPECT_EQ(error->code, proto::COLLECTIVE_FAILURE);
+    EXPECT_NE(error->message.find("rank 1 (pid"), std::string::npos)
+        << error->message;
+  }
+}
+
+}  // namespace
+}  // namespace openreg::daemon
