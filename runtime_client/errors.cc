@@ -36,7 +36,7 @@ static_assert(Same(Error::kEccUncorrectable, proto::ECC_UNCORRECTABLE));
 static_assert(Same(Error::kDeviceFault, proto::DEVICE_FAULT));
 static_assert(Same(Error::kCopyFailure, proto::COPY_FAILURE));
 static_assert(Same(Error::kCollectiveFailure, proto::COLLECTIVE_FAILURE));
-static_assert(static_cast<int>(Error::kCopyFailure) + 1 ==
+static_assert(static_cast<int>(Error::kCollectiveFailure) + 1 ==
                   proto::ErrorCode_ARRAYSIZE,
               "runtime.h's Error must list every proto::ErrorCode");
 

@@ -14,6 +14,7 @@
 #include "openreg/runtime.h"
 #include "torch_backend/device_allocator.h"
 #include "torch_backend/device_guard.h"
+#include "torch_backend/distributed/occl_bindings.h"
 #include "torch_backend/fault_bindings.h"
 #include "torch_backend/generator.h"
 #include "torch_backend/ignored_error.h"
@@ -146,6 +147,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_in_bad_fork", &InForkedChild);
   RegisterFaultBindings(m);
   RegisterIpcBindings(m);
+  RegisterOcclBindings(m);
   // Streams, for torch.openreg.streams (the device guard's thread-local
   // current streams and the per-device stream pools).
   m.def(

@@ -41,12 +41,15 @@ void WithSession(SessionRegistry* registry, const proto::SessionRef& ref,
 
 ControlService::ControlService(Devices* devices, SessionRegistry* registry,
                                FaultInjector* faults, CommandCosts* costs,
-                               IpcExports* exports, std::string attach_socket)
+                               IpcExports* exports,
+                               Communicators* communicators,
+                               std::string attach_socket)
     : devices_(devices),
       registry_(registry),
       faults_(faults),
       costs_(costs),
       exports_(exports),
+      communicators_(communicators),
       attach_socket_(std::move(attach_socket)) {}
 
 grpc::Status ControlService::Handshake(grpc::ServerContext*,

@@ -1,7 +1,7 @@
 // The gRPC control plane (DeviceDaemon in protos/control.proto): version
 // handshake, device properties, memory, streams, events, statistics and
-// fault injection (arming, the fault log, device reset, command profile)
-// and IPC memory handles.
+// fault injection (arming, the fault log, device reset, command profile),
+// IPC memory handles and communicators (communicator_service.cc).
 // Per-op traffic never comes here; it goes through the command rings.
 //
 // Errors travel in each reply's `status` field (ErrorCode + message); the
@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "device_daemon/collectives/communicators.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/execution/command_costs.h"
 #include "device_daemon/faults/fault_injector.h"
@@ -22,11 +23,12 @@ namespace openreg::daemon {
 
 class ControlService final : public proto::DeviceDaemon::Service {
  public:
-  // `devices`, `registry`, `faults`, `costs` and `exports` must outlive
-  // the service.
+  // `devices`, `registry`, `faults`, `costs`, `exports` and
+  // `communicators` must outlive the service.
   ControlService(Devices* devices, SessionRegistry* registry,
                  FaultInjector* faults, CommandCosts* costs,
-                 IpcExports* exports, std::string attach_socket);
+                 IpcExports* exports, Communicators* communicators,
+                 std::string attach_socket);
 
   grpc::Status Handshake(grpc::ServerContext* context,
                          const proto::HandshakeRequest* request,
@@ -110,6 +112,13 @@ class ControlService final : public proto::DeviceDaemon::Service {
   grpc::Status GetCommandProfile(grpc::ServerContext* context,
                                  const proto::GetCommandProfileRequest* request,
                                  proto::GetCommandProfileReply* reply) override;
+  // Collectives (communicator_service.cc).
+  grpc::Status CommInitRank(grpc::ServerContext* context,
+                            const proto::CommInitRankRequest* request,
+                            proto::CommInitRankReply* reply) override;
+  grpc::Status CommDestroy(grpc::ServerContext* context,
+                           const proto::CommDestroyRequest* request,
+                           proto::CommDestroyReply* reply) override;
 
  private:
   Devices* const devices_;
@@ -117,6 +126,7 @@ class ControlService final : public proto::DeviceDaemon::Service {
   FaultInjector* const faults_;
   CommandCosts* const costs_;
   IpcExports* const exports_;
+  Communicators* const communicators_;
   const std::string attach_socket_;
 };
 

@@ -29,7 +29,8 @@ constexpr int kRunPollMilliseconds = 250;
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
-    const DaemonOptions& options, std::unique_ptr<OpRunner> op_runner) {
+    const DaemonOptions& options, std::unique_ptr<OpRunner> op_runner,
+    const CollectiveRunnerFactory& make_collectives) {
   if (options.socket_path.empty()) {
     return absl::InvalidArgumentError("no socket path");
   }
@@ -65,6 +66,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   daemon->executor_ = std::make_unique<CommandExecutor>(
       daemon->devices_.get(), daemon->op_runner_.get());
   daemon->executor_->SetFaultHook(daemon->faults_.get());
+  if (make_collectives) {
+    daemon->collectives_ = make_collectives(&daemon->communicators_);
+    daemon->executor_->SetCollectiveRunner(daemon->collectives_.get());
+  }
   if (options.profile_costs) daemon->executor_->costs().Start();
   daemon->executor_->wait_budget().SetLimits(options.wait_limits);
   daemon->registry_ = std::make_unique<SessionRegistry>(
@@ -110,7 +115,7 @@ absl::Status Daemon::StartServers() {
   });
   control_service_ = std::make_unique<ControlService>(
       devices_.get(), registry_.get(), faults_.get(), &executor_->costs(),
-      &exports_, attach_socket_path());
+      &exports_, &communicators_, attach_socket_path());
   // No listening port: control_listener_ accepts the connections and hands
   // this server only those of the daemon's uid.
   grpc::ServerBuilder builder;

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -13,6 +14,8 @@
 #include "absl/time/time.h"
 #include "data_plane/session_layout.h"
 #include "device_daemon/devices/devices.h"
+#include "device_daemon/collectives/communicators.h"
+#include "device_daemon/execution/collective_runner.h"
 #include "device_daemon/execution/command_executor.h"
 #include "device_daemon/execution/op_runner.h"
 #include "device_daemon/faults/fault_injector.h"
@@ -59,9 +62,14 @@ class Daemon {
   // Takes the single-instance lock, removes stale socket files, reserves
   // device memory and starts both servers. Fails with kAlreadyExists when
   // another daemon serves the socket. `op_runner` runs the ops of every
-  // session (AtenOpRunner in the real daemon).
+  // session (AtenOpRunner in the real daemon). `make_collectives` makes
+  // the runner of Collective commands over the daemon's communicators
+  // (CollectiveEngine in the real daemon); without it, collectives fail.
+  using CollectiveRunnerFactory =
+      std::function<std::unique_ptr<CollectiveRunner>(Communicators*)>;
   static absl::StatusOr<std::unique_ptr<Daemon>> Start(
-      const DaemonOptions& options, std::unique_ptr<OpRunner> op_runner);
+      const DaemonOptions& options, std::unique_ptr<OpRunner> op_runner,
+      const CollectiveRunnerFactory& make_collectives = nullptr);
 
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -98,6 +106,9 @@ class Daemon {
   std::unique_ptr<OpRunner> op_runner_;
   std::unique_ptr<FaultInjector> faults_;
   IpcExports exports_;
+  // Before the executor, which runs collectives through them.
+  Communicators communicators_;
+  std::unique_ptr<CollectiveRunner> collectives_;
   std::unique_ptr<CommandExecutor> executor_;
   std::unique_ptr<SessionRegistry> registry_;
   std::unique_ptr<ControlService> control_service_;

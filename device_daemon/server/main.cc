@@ -17,6 +17,7 @@
 #include "command_line/help_flag.h"
 #include "device_daemon/base/log.h"
 #include "device_daemon/kernels/accelerator_semantics.h"
+#include "device_daemon/collectives/collective_engine.h"
 #include "device_daemon/kernels/aten_op_runner.h"
 #include "device_daemon/kernels/kernel_libraries.h"
 #include "device_daemon/server/daemon.h"
@@ -72,8 +73,13 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<std::unique_ptr<openreg::daemon::Daemon>> daemon =
       openreg::daemon::Daemon::Start(
-          config->options, std::make_unique<openreg::daemon::AtenOpRunner>(
-                               config->kernel_workspace_limit));
+          config->options,
+          std::make_unique<openreg::daemon::AtenOpRunner>(
+              config->kernel_workspace_limit),
+          [](openreg::daemon::Communicators* communicators) {
+            return std::make_unique<openreg::daemon::CollectiveEngine>(
+                communicators);
+          });
   if (!daemon.ok()) {
     std::fprintf(stderr, "openreg-daemon: %s\n",
                  std::string(daemon.status().message()).c_str());

@@ -73,6 +73,8 @@ def _load():
     from torch_openreg.openreg import faults, ipc
     faults._install_phase_hooks()
     ipc.install()  # torch.multiprocessing carries openreg tensors
+    from torch_openreg import distributed
+    distributed.install()  # the occl c10d backend
     _loaded = True
 
 

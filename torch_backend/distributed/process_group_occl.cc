@@ -1,0 +1,556 @@
+#include "torch_backend/distributed/process_group_occl.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/Event.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/Exception.h>
+
+#include <memory>
+#include <utility>
+
+#include "torch_backend/device_guard.h"
+#include "torch_backend/distributed/occl_work.h"
+#include "torch_backend/runtime_error.h"
+
+namespace openreg::torch_backend {
+namespace {
+
+constexpr c10::DeviceType kOpenReg = c10::DeviceType::PrivateUse1;
+// Where rank 0 publishes the communicator id in the group's store.
+constexpr char kCommIdKey[] = "occl_communicator_id";
+
+void CheckOnDevice(const at::Tensor& tensor, const char* what) {
+  TORCH_CHECK(tensor.device().type() == kOpenReg, "occl: ", what,
+              " must be on an openreg device, not ", tensor.device(),
+              " (for CPU tensors use gloo: init_process_group(backend="
+              "\"cpu:gloo,openreg:occl\"))");
+}
+
+c10::Device DeviceOf(const std::vector<at::Tensor>& tensors, const char* what) {
+  TORCH_CHECK(!tensors.empty(), "occl: ", what, " is empty");
+  for (const at::Tensor& tensor : tensors) CheckOnDevice(tensor, what);
+  for (const at::Tensor& tensor : tensors) {
+    TORCH_CHECK(tensor.device() == tensors[0].device(), "occl: the ", what,
+                " are on ", tensors[0].device(), " and ", tensor.device(),
+                ": one device per rank");
+  }
+  return tensors[0].device();
+}
+
+int32_t DtypeCode(const at::Tensor& tensor) {
+  return static_cast<int32_t>(tensor.scalar_type());
+}
+
+void* Address(const at::Tensor& tensor) {
+  return tensor.numel() == 0 ? nullptr : tensor.data_ptr();
+}
+
+// c10d's reduction as the daemon's, with PREMUL_SUM's factor.
+std::pair<proto::ReduceOp, double> ToReduceOp(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      return {proto::SUM, 1.0};
+    case c10d::ReduceOp::AVG:
+      return {proto::AVG, 1.0};
+    case c10d::ReduceOp::PRODUCT:
+      return {proto::PRODUCT, 1.0};
+    case c10d::ReduceOp::MIN:
+      return {proto::MIN, 1.0};
+    case c10d::ReduceOp::MAX:
+      return {proto::MAX, 1.0};
+    case c10d::ReduceOp::PREMUL_SUM: {
+      const auto* supplement =
+          dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+      TORCH_CHECK(supplement != nullptr,
+                  "occl: PREMUL_SUM without its factor");
+      const double factor = supplement->tensor_factor.defined()
+                                ? supplement->tensor_factor.item<double>()
+                                : supplement->double_factor;
+      return {proto::PREMUL_SUM, factor};
+    }
+    default:
+      TORCH_CHECK(false, "occl: reduction ", static_cast<int>(op.op_),
+                  " (bitwise and, or, xor) is not supported, as in NCCL; "
+                  "use SUM, AVG, PRODUCT, MIN, MAX or PREMUL_SUM");
+  }
+}
+
+// Runs `body` on a contiguous version of `tensor` (itself when already
+// contiguous), then copies back what `body` wrote: on the current stream.
+void WithContiguous(const at::Tensor& tensor, bool copy_back,
+                    const std::function<void(const at::Tensor&)>& body) {
+  if (tensor.is_contiguous()) {
+    body(tensor);
+    return;
+  }
+  const at::Tensor staged = tensor.contiguous();
+  body(staged);
+  if (copy_back) tensor.copy_(staged);
+}
+
+// The daemon's collective calls report failures as Error codes.
+void Check(Error error, const char* call) { CheckRuntime(error, call); }
+
+std::string ReadCommunicatorId(c10d::Store& store, int rank) {
+  if (rank == 0) {
+    const std::string id = NewCommId();
+    store.set(kCommIdKey, std::vector<uint8_t>(id.begin(), id.end()));
+    return id;
+  }
+  const std::vector<uint8_t> bytes = store.get(kCommIdKey);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+}  // namespace
+
+ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store,
+                                   int rank, int size,
+                                   std::chrono::milliseconds timeout)
+    : c10d::Backend(rank, size) {
+  TORCH_CHECK(store, "occl: the process group needs a store");
+  const std::string id = ReadCommunicatorId(*store, rank);
+  const double seconds =
+      std::chrono::duration_cast<std::chrono::duration<double>>(timeout)
+          .count();
+  OPENREG_CHECK(CommInitRank(&comm_, id, size, rank, seconds));
+  joined_ = true;
+}
+
+ProcessGroupOCCL::~ProcessGroupOCCL() { shutdown(); }
+
+void ProcessGroupOCCL::abort() {
+  if (!joined_) return;
+  joined_ = false;
+  CommDestroy(comm_, /*abort=*/true);
+}
+
+void ProcessGroupOCCL::shutdown() {
+  if (!joined_) return;
+  joined_ = false;
+  CommDestroy(comm_, /*abort=*/false);
+}
+
+c10::Stream ProcessGroupOCCL::CommunicationStream(c10::Device device) {
+  const size_t index = static_cast<size_t>(device.index());
+  if (streams_.size() <= index) streams_.resize(index + 1);
+  if (!streams_[index].has_value()) {
+    streams_[index] = StreamFromPool(device.index(), /*priority=*/0);
+  }
+  return *streams_[index];
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::Run(
+    c10d::OpType type, const char* name, c10::Device device,
+    const std::vector<at::Tensor>& inputs,
+    const std::vector<at::Tensor>& outputs, const Enqueue& enqueue) {
+  TORCH_CHECK(joined_, "occl: ", name,
+              " on a process group that was shut down or aborted");
+  const c10::impl::VirtualGuardImpl impl(kOpenReg);
+  const c10::Stream current = impl.getStream(device);
+  const c10::Stream communication = CommunicationStream(device);
+  // The collective reads what the caller's stream wrote before the call.
+  c10::Event ready(kOpenReg);
+  ready.record(current);
+  ready.block(communication);
+  auto future = c10::make_intrusive<c10::ivalue::Future>(
+      c10::ListType::create(c10::TensorType::get()),
+      std::vector<c10::Device>{device});
+  auto done = std::make_shared<c10::Event>(kOpenReg);
+  {
+    const c10::StreamGuard on_communication(communication);
+    enqueue(static_cast<StreamId>(communication.id()));
+    done->record(communication);
+    // Consumers of the future wait for the communication stream.
+    future->markCompleted(c10::IValue(outputs));
+  }
+  // The caching allocator must not reuse this memory before the
+  // collective ran, whatever the caller does with its tensors.
+  c10::DeviceAllocator* allocator = c10::getDeviceAllocator(kOpenReg);
+  for (const std::vector<at::Tensor>* group : {&inputs, &outputs}) {
+    for (const at::Tensor& tensor : *group) {
+      if (tensor.numel() > 0) {
+        allocator->recordStream(tensor.storage().data_ptr(), communication);
+      }
+    }
+  }
+  return c10::make_intrusive<OcclWork>(
+      rank_, type, std::move(done), outputs, std::move(future),
+      std::string("occl ") + name + " (rank " + std::to_string(rank_) +
+          " of " + std::to_string(size_) + ")");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const c10::Device device = DeviceOf(tensors, "allreduce tensors");
+  const auto [op, scale] = ToReduceOp(opts.reduceOp);
+  return Run(c10d::OpType::ALLREDUCE, "all_reduce", device, tensors, tensors,
+             [&, op = op, scale = scale](StreamId stream) {
+               for (const at::Tensor& tensor : tensors) {
+                 WithContiguous(tensor, true, [&](const at::Tensor& flat) {
+                   Check(AllReduce(Address(flat), Address(flat), flat.numel(),
+                                   DtypeCode(flat), op, comm_, stream, scale),
+                         "AllReduce");
+                 });
+               }
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors,
+    const c10d::AllreduceCoalescedOptions& opts) {
+  c10d::AllreduceOptions each;
+  each.reduceOp = opts.reduceOp;
+  return allreduce(tensors, each);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(
+    std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  const c10::Device device = DeviceOf(tensors, "broadcast tensors");
+  return Run(c10d::OpType::BROADCAST, "broadcast", device, tensors, tensors,
+             [&](StreamId stream) {
+               for (const at::Tensor& tensor : tensors) {
+                 WithContiguous(tensor, true, [&](const at::Tensor& flat) {
+                   Check(Broadcast(Address(flat), flat.numel(),
+                                   DtypeCode(flat),
+                                   static_cast<int>(opts.rootRank), comm_,
+                                   stream),
+                         "Broadcast");
+                 });
+               }
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(
+    std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  const c10::Device device = DeviceOf(tensors, "reduce tensors");
+  const auto [op, scale] = ToReduceOp(opts.reduceOp);
+  const int root = static_cast<int>(opts.rootRank);
+  return Run(c10d::OpType::REDUCE, "reduce", device, tensors, tensors,
+             [&, op = op, scale = scale](StreamId stream) {
+               for (const at::Tensor& tensor : tensors) {
+                 WithContiguous(tensor, rank_ == root,
+                                [&](const at::Tensor& flat) {
+                                  Check(Reduce(Address(flat), Address(flat),
+                                               flat.numel(), DtypeCode(flat),
+                                               op, root, comm_, stream, scale),
+                                        "Reduce");
+                                });
+               }
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+  std::vector<at::Tensor> inputs{input}, outputs{output};
+  const c10::Device device = DeviceOf(inputs, "allgather input");
+  DeviceOf(outputs, "allgather output");
+  TORCH_CHECK(output.numel() == input.numel() * size_,
+              "occl: all_gather_into_tensor: the output has ",
+              output.numel(), " elements, not the input's ", input.numel(),
+              " x ", size_, " ranks");
+  TORCH_CHECK(output.scalar_type() == input.scalar_type(),
+              "occl: all_gather_into_tensor: input ", input.scalar_type(),
+              " and output ", output.scalar_type(), " differ");
+  return Run(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", device,
+             inputs, outputs, [&](StreamId stream) {
+               const at::Tensor flat_input = input.contiguous();
+               WithContiguous(output, true, [&](const at::Tensor& flat) {
+                 Check(AllGather(Address(flat_input), Address(flat),
+                                 flat_input.numel(), DtypeCode(flat), comm_,
+                                 stream),
+                       "AllGather");
+               });
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+  TORCH_CHECK(inputs.size() == 1 && outputs.size() == 1,
+              "occl: all_gather takes one input tensor per rank");
+  const c10::Device device = DeviceOf(inputs, "allgather input");
+  std::vector<at::Tensor>& parts = outputs[0];
+  TORCH_CHECK(static_cast<int>(parts.size()) == size_, "occl: all_gather: ",
+              parts.size(), " output tensors for ", size_, " ranks");
+  for (const at::Tensor& part : parts) {
+    CheckOnDevice(part, "all_gather outputs");
+    TORCH_CHECK(part.numel() == inputs[0].numel() &&
+                    part.scalar_type() == inputs[0].scalar_type(),
+                "occl: all_gather: every output must match the input's ",
+                inputs[0].numel(), " x ", inputs[0].scalar_type());
+  }
+  return Run(c10d::OpType::ALLGATHER, "all_gather", device, inputs, parts,
+             [&](StreamId stream) {
+               const at::Tensor input = inputs[0].contiguous();
+               const at::Tensor gathered =
+                   at::empty({size_ * input.numel()}, input.options());
+               Check(AllGather(Address(input), Address(gathered),
+                               input.numel(), DtypeCode(input), comm_, stream),
+                     "AllGather");
+               for (int r = 0; r < size_; ++r) {
+                 parts[r].copy_(gathered.narrow(0, r * input.numel(),
+                                                input.numel())
+                                    .view(parts[r].sizes()));
+               }
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "occl: coalesced all_gather: ", outputs.size(), " outputs for ",
+              inputs.size(), " inputs");
+  c10::intrusive_ptr<c10d::Work> last;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    last = _allgather_base(outputs[i], inputs[i], opts);
+  }
+  TORCH_CHECK(last, "occl: coalesced all_gather of no tensors");
+  return last;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input,
+    const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> inputs{input}, outputs{output};
+  const c10::Device device = DeviceOf(inputs, "reduce_scatter input");
+  DeviceOf(outputs, "reduce_scatter output");
+  TORCH_CHECK(input.numel() == output.numel() * size_,
+              "occl: reduce_scatter_tensor: the input has ", input.numel(),
+              " elements, not the output's ", output.numel(), " x ", size_,
+              " ranks");
+  const auto [op, scale] = ToReduceOp(opts.reduceOp);
+  return Run(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
+             device, inputs, outputs,
+             [&, op = op, scale = scale](StreamId stream) {
+               const at::Tensor flat_input = input.contiguous();
+               WithContiguous(output, true, [&](const at::Tensor& flat) {
+                 Check(ReduceScatter(Address(flat_input), Address(flat),
+                                     flat.numel(), DtypeCode(flat), op, comm_,
+                                     stream, scale),
+                       "ReduceScatter");
+               });
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1,
+              "occl: reduce_scatter takes one output tensor per rank");
+  const c10::Device device = DeviceOf(outputs, "reduce_scatter output");
+  std::vector<at::Tensor>& parts = inputs[0];
+  TORCH_CHECK(static_cast<int>(parts.size()) == size_,
+              "occl: reduce_scatter: ", parts.size(), " inputs for ", size_,
+              " ranks");
+  for (const at::Tensor& part : parts) {
+    CheckOnDevice(part, "reduce_scatter inputs");
+  }
+  const auto [op, scale] = ToReduceOp(opts.reduceOp);
+  return Run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, parts,
+             outputs, [&, op = op, scale = scale](StreamId stream) {
+               std::vector<at::Tensor> flat_parts;
+               for (const at::Tensor& part : parts) {
+                 flat_parts.push_back(part.reshape({-1}));
+               }
+               const at::Tensor stacked = at::cat(flat_parts);
+               WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
+                 Check(ReduceScatter(Address(stacked), Address(flat),
+                                     flat.numel(), DtypeCode(flat), op, comm_,
+                                     stream, scale),
+                       "ReduceScatter");
+               });
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "occl: coalesced reduce_scatter: ", outputs.size(),
+              " outputs for ", inputs.size(), " inputs");
+  c10::intrusive_ptr<c10d::Work> last;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    last = _reduce_scatter_base(outputs[i], inputs[i], opts);
+  }
+  TORCH_CHECK(last, "occl: coalesced reduce_scatter of no tensors");
+  return last;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(
+    at::Tensor& output, at::Tensor& input,
+    std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
+  std::vector<at::Tensor> inputs{input}, outputs{output};
+  const c10::Device device = DeviceOf(inputs, "all_to_all input");
+  DeviceOf(outputs, "all_to_all output");
+  const auto equal = [&](const std::vector<int64_t>& splits,
+                         const at::Tensor& tensor) {
+    if (splits.empty()) return true;
+    for (int64_t split : splits) {
+      if (split * size_ != tensor.size(0)) return false;
+    }
+    return true;
+  };
+  TORCH_CHECK(equal(output_split_sizes, output) &&
+                  equal(input_split_sizes, input),
+              "occl: all_to_all_single with unequal split sizes is not "
+              "supported yet (docs/DISTRIBUTED.md, limits)");
+  TORCH_CHECK(input.numel() == output.numel() && input.numel() % size_ == 0,
+              "occl: all_to_all_single: input and output must have the same "
+              "number of elements, divisible by ", size_, " ranks");
+  return Run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", device, inputs,
+             outputs, [&](StreamId stream) {
+               const at::Tensor flat_input = input.contiguous();
+               WithContiguous(output, true, [&](const at::Tensor& flat) {
+                 Check(AllToAll(Address(flat_input), Address(flat),
+                                flat.numel() / size_, DtypeCode(flat), comm_,
+                                stream),
+                       "AllToAll");
+               });
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllToAllOptions&) {
+  TORCH_CHECK(static_cast<int>(inputs.size()) == size_ &&
+                  static_cast<int>(outputs.size()) == size_,
+              "occl: all_to_all takes one input and one output per rank");
+  const c10::Device device = DeviceOf(inputs, "all_to_all inputs");
+  DeviceOf(outputs, "all_to_all outputs");
+  for (int r = 0; r < size_; ++r) {
+    TORCH_CHECK(inputs[r].numel() == inputs[0].numel() &&
+                    outputs[r].numel() == inputs[0].numel(),
+                "occl: all_to_all with tensors of different sizes is not "
+                "supported yet (docs/DISTRIBUTED.md, limits)");
+  }
+  return Run(c10d::OpType::ALLTOALL, "all_to_all", device, inputs, outputs,
+             [&](StreamId stream) {
+               std::vector<at::Tensor> flat_inputs;
+               for (const at::Tensor& tensor : inputs) {
+                 flat_inputs.push_back(tensor.reshape({-1}));
+               }
+               const at::Tensor sent = at::cat(flat_inputs);
+               const at::Tensor received = at::empty_like(sent);
+               const int64_t block = inputs[0].numel();
+               Check(AllToAll(Address(sent), Address(received), block,
+                              DtypeCode(sent), comm_, stream),
+                     "AllToAll");
+               for (int r = 0; r < size_; ++r) {
+                 outputs[r].copy_(
+                     received.narrow(0, r * block, block).view(
+                         outputs[r].sizes()));
+               }
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(
+    std::vector<std::vector<at::Tensor>>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  TORCH_CHECK(inputs.size() == 1, "occl: gather takes one input tensor");
+  const c10::Device device = DeviceOf(inputs, "gather input");
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> parts;
+  if (rank_ == root) {
+    TORCH_CHECK(outputs.size() == 1 &&
+                    static_cast<int>(outputs[0].size()) == size_,
+                "occl: gather: the root needs one output per rank");
+    parts = outputs[0];
+  }
+  return Run(c10d::OpType::GATHER, "gather", device, inputs, parts,
+             [&, root](StreamId stream) {
+               const at::Tensor input = inputs[0].contiguous();
+               at::Tensor gathered;
+               if (rank_ == root) {
+                 gathered = at::empty({size_ * input.numel()}, input.options());
+               }
+               Check(Gather(Address(input),
+                            gathered.defined() ? Address(gathered) : nullptr,
+                            input.numel(), DtypeCode(input), root, comm_,
+                            stream),
+                     "Gather");
+               for (int r = 0; r < static_cast<int>(parts.size()); ++r) {
+                 parts[r].copy_(gathered.narrow(0, r * input.numel(),
+                                                input.numel())
+                                    .view(parts[r].sizes()));
+               }
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(
+    std::vector<at::Tensor>& outputs,
+    std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == 1, "occl: scatter takes one output tensor");
+  const c10::Device device = DeviceOf(outputs, "scatter output");
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> parts;
+  if (rank_ == root) {
+    TORCH_CHECK(inputs.size() == 1 &&
+                    static_cast<int>(inputs[0].size()) == size_,
+                "occl: scatter: the root needs one input per rank");
+    parts = inputs[0];
+  }
+  return Run(c10d::OpType::SCATTER, "scatter", device, parts, outputs,
+             [&, root](StreamId stream) {
+               at::Tensor sent;
+               if (rank_ == root) {
+                 std::vector<at::Tensor> flat;
+                 for (const at::Tensor& part : parts) {
+                   flat.push_back(part.reshape({-1}));
+                 }
+                 sent = at::cat(flat);
+               }
+               WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
+                 Check(Scatter(sent.defined() ? Address(sent) : nullptr,
+                               Address(flat), flat.numel(), DtypeCode(flat),
+                               root, comm_, stream),
+                       "Scatter");
+               });
+             });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(
+    const c10d::BarrierOptions& opts) {
+  c10::DeviceIndex index = 0;
+  if (!opts.device_ids.empty()) {
+    index = static_cast<c10::DeviceIndex>(opts.device_ids[0]);
+  } else {
+    const c10::impl::VirtualGuardImpl impl(kOpenReg);
+    index = impl.getDevice().index();
+  }
+  const c10::Device device(kOpenReg, index);
+  auto work = Run(c10d::OpType::BARRIER, "barrier", device, {}, {},
+                  [&](StreamId stream) { Check(Barrier(comm_, stream), "Barrier"); });
+  // As NCCL's: barrier() returns once the barrier completed on the device.
+  work->synchronize();
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(std::vector<at::Tensor>&,
+                                                      int, int) {
+  TORCH_CHECK(false,
+              "occl: send/recv (point to point) are not supported yet "
+              "(docs/DISTRIBUTED.md, limits); use a collective, or gloo on "
+              "CPU tensors");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor>&,
+                                                      int, int) {
+  TORCH_CHECK(false,
+              "occl: send/recv (point to point) are not supported yet "
+              "(docs/DISTRIBUTED.md, limits); use a collective, or gloo on "
+              "CPU tensors");
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recvAnysource(
+    std::vector<at::Tensor>&, int) {
+  TORCH_CHECK(false,
+              "occl: recv from any source is not supported (as in NCCL)");
+}
+
+}  // namespace openreg::torch_backend

@@ -1,0 +1,126 @@
+// occl: the c10d backend of openreg devices (docs/DISTRIBUTED.md). Named
+// as NCCL, HCCL and XCCL name theirs: the collective library of one
+// accelerator. Its collectives run inside the daemon over every rank's
+// device memory (device_daemon/collectives/), asynchronously on one
+// communication stream per device of the group, ordered after the caller's
+// current stream, as ProcessGroupNCCL orders them.
+//
+// The ranks of a group agree on a communicator id through the group's
+// c10d store (rank 0 writes it, the others read it), as NCCL's unique id
+// travels; each rank then joins it in its daemon.
+#ifndef OPENREG_TORCH_BACKEND_DISTRIBUTED_PROCESS_GROUP_OCCL_H_
+#define OPENREG_TORCH_BACKEND_DISTRIBUTED_PROCESS_GROUP_OCCL_H_
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "openreg/collectives.h"
+#include "protos/commands.pb.h"
+
+namespace openreg::torch_backend {
+
+class ProcessGroupOCCL : public c10d::Backend {
+ public:
+  static constexpr const char* kName = "occl";
+
+  // Joins the group's communicator (a blocking store exchange, bounded by
+  // `timeout`, which also bounds each collective's wait for the others).
+  ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                   int size, std::chrono::milliseconds timeout);
+  ~ProcessGroupOCCL() override;
+
+  const std::string getBackendName() const override { return kName; }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(
+      std::vector<at::Tensor>& tensors,
+      const c10d::BroadcastOptions& opts = c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceOptions& opts = c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts =
+          c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputs,
+      std::vector<at::Tensor>& inputs,
+      const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs,
+      std::vector<std::vector<at::Tensor>>& inputs,
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts =
+          c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor& output, at::Tensor& input,
+      std::vector<int64_t>& output_split_sizes,
+      std::vector<int64_t>& input_split_sizes,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> barrier(
+      const c10d::BarrierOptions& opts = c10d::BarrierOptions()) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors,
+                                      int dst_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors,
+                                      int src_rank, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(
+      std::vector<at::Tensor>& tensors, int tag) override;
+
+  void abort() override;
+  void shutdown() override;
+
+ private:
+  // What a collective enqueues on the communication stream (its current
+  // stream while `enqueue` runs), given that stream's id.
+  using Enqueue = std::function<void(StreamId stream)>;
+  // Orders the communication stream of `device` after the current stream,
+  // runs `enqueue` there, records the completion and returns the Work.
+  // `inputs` and `outputs` are kept alive for the collective
+  // (recordStream), and `outputs` complete the Work's future.
+  c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const char* name,
+                                     c10::Device device,
+                                     const std::vector<at::Tensor>& inputs,
+                                     const std::vector<at::Tensor>& outputs,
+                                     const Enqueue& enqueue);
+  c10::Stream CommunicationStream(c10::Device device);
+
+  CommId comm_ = 0;
+  bool joined_ = false;
+  std::vector<std::optional<c10::Stream>> streams_;
+};
+
+}  // namespace openreg::torch_backend
+
+#endif  // OPENREG_TORCH_BACKEND_DISTRIBUTED_PROCESS_GROUP_OCCL_H_
