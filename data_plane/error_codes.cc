@@ -54,7 +54,7 @@ constexpr ErrorCodeInfo kErrorTable[] = {
     {proto::DEVICE_FAULT, SC::kUnavailable, "device fault", PE::kRuntimeError},
     {proto::COPY_FAILURE, SC::kAborted, "copy failure", PE::kRuntimeError},
     {proto::COLLECTIVE_FAILURE, SC::kAborted, "collective failure",
-     PE::kRuntimeError},
+     PE::kDistBackendError},
 };
 constexpr int kTableSize = sizeof(kErrorTable) / sizeof(kErrorTable[0]);
 
@@ -144,6 +144,8 @@ const char* PythonExceptionName(PythonException exception) {
       return "NotImplementedError";
     case PythonException::kLinAlgError:
       return "torch.linalg.LinAlgError";
+    case PythonException::kDistBackendError:
+      return "torch.distributed.DistBackendError";
   }
   return "RuntimeError";
 }

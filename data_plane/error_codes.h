@@ -29,7 +29,8 @@ enum class PythonException {
   kIndexError,
   kTypeError,
   kNotImplementedError,
-  kLinAlgError,  // torch.linalg.LinAlgError
+  kLinAlgError,       // torch.linalg.LinAlgError
+  kDistBackendError,  // torch.distributed.DistBackendError
 };
 
 struct ErrorCodeInfo {

@@ -8,8 +8,8 @@ each part owns.
 """
 
 # part -> the parts it may use (besides itself). Room for the parts to
-# come: collectives/, graphs/ and telemetry/ sit above execution/ and below
-# server/.
+# come: graphs/ and telemetry/ sit above execution/ and below server/, as
+# collectives/ does.
 DAEMON_PARTS = {
     "base": [],
     "memory": ["base"],

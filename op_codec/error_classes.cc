@@ -38,6 +38,7 @@ constexpr ErrorClass kErrorClasses[] = {
     Class<c10::NotImplementedError>(proto::KERNEL_NOT_IMPLEMENTED_ERROR),
     Class<c10::LinAlgError>(proto::KERNEL_LINALG_ERROR),
     Class<c10::OutOfMemoryError>(proto::OUT_OF_MEMORY),
+    Class<c10::DistBackendError>(proto::COLLECTIVE_FAILURE),
 };
 
 }  // namespace

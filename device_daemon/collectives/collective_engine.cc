@@ -388,7 +388,6 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
       absl::Now() + communicator.timeout(),
       [&context] { return context.stop_requested(); });
   if (status.ok()) return status;
-  if (ErrorCodeOf(status) == proto::COLLECTIVE_FAILURE) return status;
   return MakeError(proto::COLLECTIVE_FAILURE,
                    absl::StrCat(where, ": ", status.message()));
 }

@@ -4,7 +4,8 @@ Reads device_daemon/parts.bzl (the one table of parts) and every source
 file and BUILD of each part, and fails naming the file, the line and the
 rule when a part reaches one it may not: a lower part including a higher
 one (memory/ on server/, say), gRPC outside server/, libtorch outside
-kernels/ and server/'s binary.
+kernels/, collectives/ (whose reductions are ATen kernels) and server/'s
+binary.
 """
 import ast
 import os
@@ -16,11 +17,11 @@ import pytest
 DAEMON = "device_daemon"
 INCLUDE = re.compile(r'^\s*#\s*include\s+[<"]([^">]+)[">]', re.M)
 LABEL = re.compile(r'"((?://|@)[^"]*)"')
-# What only one part may reach, as includes and as BUILD labels.
+# What only some parts may reach, as includes and as BUILD labels.
 EXCLUSIVE = {
-    "server": (("grpcpp/", "grpc/", "protos/control.grpc.pb.h"),
-               ("//third_party:grpc", "//protos:control_cc_grpc")),
-    "kernels": (("ATen/", "c10/", "torch/"), ("@libtorch",)),
+    ("server",): (("grpcpp/", "grpc/", "protos/control.grpc.pb.h"),
+                  ("//third_party:grpc", "//protos:control_cc_grpc")),
+    ("kernels", "collectives"): (("ATen/", "c10/", "torch/"), ("@libtorch",)),
 }
 
 
@@ -73,10 +74,11 @@ def violations(part, may_use, files):
             if used is not None and used != part and used not in may_use:
                 found.append(f"{where}: {part}/ may not use {used}/ "
                              f"(parts.bzl lets it use {may_use or 'nothing'})")
-            for owner, (includes, labels) in EXCLUSIVE.items():
+            for owners, (includes, labels) in EXCLUSIVE.items():
                 prefixes = labels if name == "BUILD" else includes
-                if part != owner and reference.startswith(prefixes):
-                    found.append(f"{where}: only {owner}/ may use this")
+                if part not in owners and reference.startswith(prefixes):
+                    allowed = " and ".join(f"{owner}/" for owner in owners)
+                    found.append(f"{where}: only {allowed} may use this")
     return found
 
 
@@ -115,8 +117,8 @@ def test_grpc_outside_server_and_libtorch_outside_kernels_are_reported():
         ("BUILD", '"//third_party:grpc", "@libtorch//:torch"'),
     ])
     assert [f.split(": only ")[1] for f in found] == [
-        "kernels/ may use this", "server/ may use this",
-        "server/ may use this", "kernels/ may use this"]
+        "kernels/ and collectives/ may use this", "server/ may use this",
+        "server/ may use this", "kernels/ and collectives/ may use this"]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,243 @@
+"""One rank of a test_distributed scenario: `python distributed_ranks.py
+SCENARIO RANK WORLD PORT`. Uses the daemon in $OPENREG_DAEMON_SOCKET and
+device rank % device_count; prints its results as one JSON line (prefix
+RESULT) for the test to compare with its CPU reference."""
+
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+# (dtype, whether reductions are meaningful for it)
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16,
+          torch.int32, torch.int64, torch.uint8, torch.int8, torch.bool,
+          torch.complex64]
+
+
+def part(rank, dtype, count=6):
+    """Rank `rank`'s input: distinct per rank, exact in every dtype."""
+    values = torch.arange(count, dtype=torch.float64) + 1 + 3 * rank
+    if dtype == torch.bool:
+        return (values.long() % 2 == rank % 2)
+    if dtype.is_complex:
+        return torch.complex(values, -values).to(dtype)
+    if dtype in (torch.uint8, torch.int8):
+        return (values % 7).to(dtype)
+    return (values / (2 if dtype.is_floating_point else 1)).to(dtype)
+
+
+def reference_reduce(parts, op):
+    """The documented order: ((p0 op p1) op p2) ..., in the dtype."""
+    result = parts[0].clone()
+    for value in parts[1:]:
+        if op == "sum":
+            result = result + value if result.dtype == torch.bool else result.add_(value)
+        elif op == "product":
+            result = result * value if result.dtype == torch.bool else result.mul_(value)
+        elif op == "min":
+            result = torch.minimum(result, value)
+        elif op == "max":
+            result = torch.maximum(result, value)
+    return result
+
+
+def ops_for(dtype):
+    ops = ["sum", "product", "max", "min"]
+    if dtype.is_complex:
+        ops = ["sum"]  # c10d refuses the others on complex tensors
+    return ops
+
+
+def encode(tensor):
+    tensor = tensor.detach().cpu()
+    if tensor.dtype.is_complex:
+        tensor = torch.view_as_real(tensor)
+    if tensor.dtype in (torch.float16, torch.bfloat16):
+        tensor = tensor.float()
+    if tensor.dtype == torch.bool:
+        tensor = tensor.long()
+    return tensor.tolist()
+
+
+REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "product": dist.ReduceOp.PRODUCT,
+              "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX}
+
+
+def collectives(rank, world, device):
+    out = {}
+    for dtype in DTYPES:
+        name = str(dtype).split(".")[1]
+        mine = part(rank, dtype).to(device)
+        for op in ops_for(dtype):
+            tensor = mine.clone()
+            dist.all_reduce(tensor, op=REDUCE_OPS[op])
+            out[f"all_reduce/{op}/{name}"] = encode(tensor)
+        if dtype.is_floating_point:
+            tensor = mine.clone()
+            dist.all_reduce(tensor, op=dist.ReduceOp.AVG)
+            out[f"all_reduce/avg/{name}"] = encode(tensor)
+        tensor = mine.clone()
+        dist.broadcast(tensor, src=world - 1)
+        out[f"broadcast/{name}"] = encode(tensor)
+        tensor = mine.clone()
+        dist.reduce(tensor, dst=0)
+        if rank == 0:
+            out[f"reduce/{name}"] = encode(tensor)
+        gathered = torch.empty(world * 6, dtype=dtype, device=device)
+        dist.all_gather_into_tensor(gathered, mine)
+        out[f"all_gather_into_tensor/{name}"] = encode(gathered)
+        parts = [torch.empty(6, dtype=dtype, device=device)
+                 for _ in range(world)]
+        dist.all_gather(parts, mine)
+        out[f"all_gather/{name}"] = encode(torch.cat(parts))
+        if dtype != torch.bool:
+            big = torch.cat([part(rank + 10 * q, dtype) for q in range(world)]
+                            ).to(device)
+            scattered = torch.empty(6, dtype=dtype, device=device)
+            dist.reduce_scatter_tensor(scattered, big)
+            out[f"reduce_scatter_tensor/{name}"] = encode(scattered)
+            listed = torch.empty(6, dtype=dtype, device=device)
+            dist.reduce_scatter(listed, list(big.chunk(world)))
+            out[f"reduce_scatter/{name}"] = encode(listed)
+        sent = torch.cat([part(rank + 10 * q, dtype) for q in range(world)]
+                         ).to(device)
+        received = torch.empty_like(sent)
+        dist.all_to_all_single(received, sent)
+        out[f"all_to_all_single/{name}"] = encode(received)
+        outputs = [torch.empty(6, dtype=dtype, device=device)
+                   for _ in range(world)]
+        dist.all_to_all(outputs, list(sent.chunk(world)))
+        out[f"all_to_all/{name}"] = encode(torch.cat(outputs))
+        gather_list = ([torch.empty(6, dtype=dtype, device=device)
+                        for _ in range(world)] if rank == 0 else None)
+        dist.gather(mine, gather_list, dst=0)
+        if rank == 0:
+            out[f"gather/{name}"] = encode(torch.cat(gather_list))
+        received = torch.empty(6, dtype=dtype, device=device)
+        dist.scatter(received, list(sent.chunk(world)) if rank == 0 else None,
+                     src=0)
+        out[f"scatter/{name}"] = encode(received)
+    # PREMUL_SUM (FSDP's gradient scaling), a non-contiguous view, an empty
+    # tensor, and an asynchronous call waited on through its Work.
+    tensor = part(rank, torch.float32).to(device)
+    dist.all_reduce(tensor, op=dist._make_nccl_premul_sum(0.5))
+    out["all_reduce/premul_sum/float32"] = encode(tensor)
+    matrix = (torch.arange(12, dtype=torch.float32) + rank).reshape(3, 4)
+    view = matrix.to(device).t()
+    dist.all_reduce(view)
+    out["all_reduce/non_contiguous"] = encode(view)
+    empty = torch.empty(0, device=device)
+    dist.all_reduce(empty)
+    out["all_reduce/empty"] = encode(empty)
+    tensor = part(rank, torch.float32).to(device)
+    work = dist.all_reduce(tensor, async_op=True)
+    work.wait()
+    out["all_reduce/async"] = encode(tensor * 2)
+    future = dist.all_reduce(part(rank, torch.float32).to(device),
+                             async_op=True).get_future()
+    out["all_reduce/future"] = encode(future.wait()[0])
+    dist.barrier()
+    return out
+
+
+def models(rank, world, device, steps=4):
+    """DDP: an MLP, tied weights, no_sync accumulation, unused parameters
+    and a compression hook; each returns its parameters after `steps`."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    import model_zoo
+
+    out = {}
+    index = device.index
+    for name in model_zoo.CASES:
+        model, optimizer, batches, options = model_zoo.build(name, steps)
+        ddp = DDP(model.to(device), device_ids=[index], **options["ddp"])
+        if options.get("fp16_hook"):
+            from torch.distributed.algorithms.ddp_comm_hooks import (
+                default_hooks)
+            ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        optimizer = optimizer(ddp.parameters())
+        for x, y in batches:
+            x = x.chunk(world)[rank].to(device)
+            y = y.chunk(world)[rank].to(device)
+            optimizer.zero_grad()
+            if options.get("accumulate"):
+                halves = list(zip(x.chunk(2), y.chunk(2)))
+                with ddp.no_sync():
+                    model_zoo.loss(name, ddp, *halves[0]).div(2).backward()
+                model_zoo.loss(name, ddp, *halves[1]).div(2).backward()
+            else:
+                model_zoo.loss(name, ddp, x, y).backward()
+            optimizer.step()
+        out[name] = [encode(p) for p in ddp.module.parameters()]
+    return out
+
+
+def fsdp(rank, world, device, steps=3):
+    from torch.distributed.fsdp import fully_shard
+    import model_zoo
+
+    model, optimizer, batches, _ = model_zoo.build("transformer", steps)
+    model = model.to(device)
+    for block in model.blocks:
+        fully_shard(block)
+    fully_shard(model)
+    optimizer = optimizer(model.parameters())
+    for x, y in batches:
+        x = x.chunk(world)[rank].to(device)
+        y = y.chunk(world)[rank].to(device)
+        optimizer.zero_grad()
+        model_zoo.loss("transformer", model, x, y).backward()
+        optimizer.step()
+    return {"transformer": [encode(p.full_tensor())
+                            for p in model.parameters()]}
+
+
+def dies(rank, world, device):
+    """Rank 1 exits after the first collective; the others' next one must
+    fail, naming it."""
+    tensor = torch.ones(4, device=device)
+    dist.all_reduce(tensor)
+    torch.openreg.synchronize()
+    if rank == 1:
+        os._exit(0)
+    import time
+    start = time.monotonic()
+    try:
+        dist.all_reduce(tensor)
+        torch.openreg.synchronize()
+        return {"error": None}
+    except Exception as error:  # noqa: BLE001 - reported to the test
+        return {"error": f"{type(error).__name__}: {error}",
+                "seconds": time.monotonic() - start}
+
+
+def mismatch(rank, world, device):
+    tensor = torch.ones(4 - rank, device=device)
+    try:
+        dist.all_reduce(tensor)
+        torch.openreg.synchronize()
+        return {"error": None}
+    except Exception as error:  # noqa: BLE001 - reported to the test
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+SCENARIOS = {"collectives": collectives, "models": models, "fsdp": fsdp,
+             "dies": dies, "mismatch": mismatch}
+
+
+def main():
+    scenario, rank, world, port = sys.argv[1], *map(int, sys.argv[2:5])
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    device = torch.device("openreg", rank % torch.openreg.device_count())
+    torch.openreg.set_device(device)
+    dist.init_process_group(rank=rank, world_size=world)
+    result = SCENARIOS[scenario](rank, world, device)
+    print("RESULT " + json.dumps(result), flush=True)
+    if scenario not in ("dies",):
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""torch.distributed on openreg: the occl backend's collectives run in the
+daemon across processes (2 and 4 ranks on 2 devices), against CPU
+references computed in the documented reduction order; DDP and FSDP2
+training against single-process training; torchrun; a rank that dies and
+ranks that disagree. Each test starts its ranks as processes on this
+module's daemon, on a free port, and waits for all of them."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from daemon_fixture import process_daemon, python_env
+
+import distributed_ranks
+import model_zoo
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "distributed_ranks.py")
+TIMEOUT = 240
+DAEMON = process_daemon(devices=2, memory_per_device="1GiB")
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def run_ranks(scenario, world, timeout=TIMEOUT, silent_ranks=()):
+    """Starts `world` ranks of `scenario`; returns (results by rank, the
+    completed processes). Ranks in `silent_ranks` exit without a result."""
+    port = free_port()
+    env = python_env(OPENREG_DAEMON_SOCKET=DAEMON.socket,
+                     OPENREG_AUTOSPAWN="0")
+    processes = [subprocess.Popen(
+        [sys.executable, WORKER, scenario, str(rank), str(world), str(port)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for rank in range(world)]
+    outputs = []
+    try:
+        for process in processes:
+            outputs.append(process.communicate(timeout=timeout))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    results = []
+    for rank, (stdout, stderr) in enumerate(outputs):
+        lines = [line for line in stdout.splitlines()
+                 if line.startswith("RESULT ")]
+        if rank in silent_ranks:
+            assert not lines, f"rank {rank} should have exited: {stdout}"
+            results.append(None)
+            continue
+        assert lines, f"rank {rank} printed no result:\n{stdout}\n{stderr}"
+        results.append(json.loads(lines[-1][len("RESULT "):]))
+    return results, processes
+
+
+def encoded(tensor):
+    return distributed_ranks.encode(tensor)
+
+
+def expected_collectives(world):
+    """What every rank must hold after distributed_ranks.collectives."""
+    part = distributed_ranks.part
+    per_rank = [dict() for _ in range(world)]
+    for dtype in distributed_ranks.DTYPES:
+        name = str(dtype).split(".")[1]
+        parts = [part(r, dtype) for r in range(world)]
+        for op in distributed_ranks.ops_for(dtype):
+            value = encoded(distributed_ranks.reference_reduce(parts, op))
+            for rank in range(world):
+                per_rank[rank][f"all_reduce/{op}/{name}"] = value
+        if dtype.is_floating_point:
+            average = distributed_ranks.reference_reduce(parts, "sum")
+            average = average.div_(world)
+            for rank in range(world):
+                per_rank[rank][f"all_reduce/avg/{name}"] = encoded(average)
+        for rank in range(world):
+            per_rank[rank][f"broadcast/{name}"] = encoded(parts[world - 1])
+            gathered = encoded(torch.cat(parts))
+            per_rank[rank][f"all_gather_into_tensor/{name}"] = gathered
+            per_rank[rank][f"all_gather/{name}"] = gathered
+        per_rank[0][f"reduce/{name}"] = encoded(
+            distributed_ranks.reference_reduce(parts, "sum"))
+        per_rank[0][f"gather/{name}"] = encoded(torch.cat(parts))
+        sent = [[part(r + 10 * q, dtype) for q in range(world)]
+                for r in range(world)]
+        for rank in range(world):
+            if dtype != torch.bool:
+                value = encoded(distributed_ranks.reference_reduce(
+                    [sent[q][rank] for q in range(world)], "sum"))
+                per_rank[rank][f"reduce_scatter_tensor/{name}"] = value
+                per_rank[rank][f"reduce_scatter/{name}"] = value
+            received = encoded(torch.cat([sent[q][rank]
+                                          for q in range(world)]))
+            per_rank[rank][f"all_to_all_single/{name}"] = received
+            per_rank[rank][f"all_to_all/{name}"] = received
+            per_rank[rank][f"scatter/{name}"] = encoded(sent[0][rank])
+    floats = [part(r, torch.float32) for r in range(world)]
+    premul = floats[0] * 0.5
+    for value in floats[1:]:
+        premul.add_(value, alpha=0.5)
+    matrices = [(torch.arange(12, dtype=torch.float32) + r).reshape(3, 4)
+                for r in range(world)]
+    total = distributed_ranks.reference_reduce(floats, "sum")
+    for rank in range(world):
+        per_rank[rank]["all_reduce/premul_sum/float32"] = encoded(premul)
+        per_rank[rank]["all_reduce/non_contiguous"] = encoded(
+            distributed_ranks.reference_reduce(matrices, "sum").t())
+        per_rank[rank]["all_reduce/empty"] = []
+        per_rank[rank]["all_reduce/async"] = encoded(total * 2)
+        per_rank[rank]["all_reduce/future"] = encoded(total)
+    return per_rank
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_every_collective_and_dtype_matches_the_cpu_reference_bitwise(world):
+    results, processes = run_ranks("collectives", world)
+    expected = expected_collectives(world)
+    for rank in range(world):
+        assert processes[rank].returncode == 0
+        assert sorted(results[rank]) == sorted(expected[rank])
+        for key, value in expected[rank].items():
+            assert results[rank][key] == value, (rank, key)
+
+
+def test_ddp_training_equals_single_process_training_on_the_global_batch():
+    steps = 4
+    results, _ = run_ranks("models", 2)
+    for name in model_zoo.CASES:
+        reference = model_zoo.reference(name, steps)
+        # Gradients are averaged over 2 ranks in float32 (the fp16 hook in
+        # float16): equal up to the rounding of that average.
+        tolerance = 2e-3 if name == "fp16_hook" else 1e-6
+        for rank in range(2):
+            for got, want in zip(results[rank][name], reference):
+                assert torch.allclose(torch.tensor(got), want, rtol=0,
+                                      atol=tolerance), (name, rank)
+
+
+def test_fsdp2_training_of_a_small_transformer_equals_single_process():
+    results, _ = run_ranks("fsdp", 2)
+    reference = model_zoo.reference("transformer", 3)
+    for rank in range(2):
+        assert results[rank]["transformer"] == results[0]["transformer"]
+        for got, want in zip(results[rank]["transformer"], reference):
+            assert torch.allclose(torch.tensor(got), want, rtol=0, atol=1e-5)
+
+
+def test_a_rank_that_dies_fails_the_others_collective_naming_it():
+    results, _ = run_ranks("dies", 2, silent_ranks=(1,))
+    error = results[0]["error"]
+    assert error is not None
+    assert error.startswith("DistBackendError: "), error
+    assert "rank 1 (pid" in error and "ended" in error, error
+    assert "all_reduce" in error, error
+    assert results[0]["seconds"] < 30
+
+
+def test_ranks_that_disagree_fail_on_every_rank_naming_both_sides():
+    results, _ = run_ranks("mismatch", 2)
+    for rank in range(2):
+        error = results[rank]["error"]
+        assert error is not None
+        assert error.startswith("DistBackendError: "), error
+        assert "all_reduce(sum) of 4 x Float" in error, error
+        assert "all_reduce(sum) of 3 x Float" in error, error
+
+
+def test_torchrun_runs_an_unchanged_ddp_script():
+    script = os.path.join(HERE, "..", "..", "examples", "distributed",
+                          "ddp_train.py")
+    env = python_env(OPENREG_DAEMON_SOCKET=DAEMON.socket,
+                     OPENREG_AUTOSPAWN="0")
+    completed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+         f"--master_port={free_port()}", script, "--steps=3"],
+        env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    losses = [line for line in completed.stdout.splitlines()
+              if line.startswith("final loss")]
+    assert len(losses) == 2 and losses[0] == losses[1], completed.stdout
+
+
+def test_the_backend_is_registered_for_openreg_at_import():
+    import torch.distributed as dist
+    assert dist.Backend.default_device_backend_map["openreg"] == "occl"
+    assert "occl" in dist.Backend.backend_list
+    config = dist.distributed_c10d.BackendConfig(dist.Backend.UNDEFINED)
+    assert {device: str(backend) for device, backend
+            in config.device_backend_map.items()} == {"openreg": "occl",
+                                                      "cpu": "gloo"}
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v"]))
