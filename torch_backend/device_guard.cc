@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -47,12 +48,65 @@ void CheckDeviceIndex(c10::DeviceIndex device) {
 }
 
 // Events cross the c10 interface as void*: runtime event id + 1, so that
-// nullptr means "not created yet".
+// nullptr means "not created yet", with kReusableBit set on events without
+// timing (EventPool).
+constexpr uintptr_t kReusableBit = uintptr_t{1} << 62;
 EventId EventFromHandle(void* handle) {
-  return static_cast<EventId>(reinterpret_cast<uintptr_t>(handle) - 1);
+  return static_cast<EventId>(
+      (reinterpret_cast<uintptr_t>(handle) & ~kReusableBit) - 1);
 }
-void* HandleFromEvent(EventId event) {
-  return reinterpret_cast<void*>(static_cast<uintptr_t>(event) + 1);
+void* HandleFromEvent(EventId event, bool reusable = false) {
+  return reinterpret_cast<void*>((static_cast<uintptr_t>(event) + 1) |
+                                 (reusable ? kReusableBit : 0));
+}
+bool IsReusable(void* handle) {
+  return (reinterpret_cast<uintptr_t>(handle) & kReusableBit) != 0;
+}
+
+// Events without timing, kept when c10 destroys them and handed out again.
+// Creating and destroying a runtime event are control-plane round trips
+// (and destroying one first waits for its pending record), while
+// c10::Event users make one per use: a collective's ordering events, FSDP's
+// and DDP's stream syncs. Re-recording an event is what CUDA allows too; a
+// timing event is never reused (its timestamp belongs to its record).
+class EventPool {
+ public:
+  // An event of `device` from the pool, if one is left and still belongs
+  // to this session (a runtime shut down since then made it stale).
+  std::optional<EventId> Take(c10::DeviceIndex device) {
+    absl::MutexLock lock(&mutex_);
+    std::vector<EventId>& free = free_[device];
+    while (!free.empty()) {
+      const EventId event = free.back();
+      free.pop_back();
+      if (IgnoreError(EventQuery(event),
+                      "a pooled event of an earlier session is stale") !=
+          Error::kInvalidHandle) {
+        return event;
+      }
+    }
+    return std::nullopt;
+  }
+  // Keeps `event` for reuse; false when the pool of `device` is full.
+  bool Give(c10::DeviceIndex device, EventId event) {
+    absl::MutexLock lock(&mutex_);
+    std::vector<EventId>& free = free_[device];
+    if (free.size() >= kKeptPerDevice) return false;
+    free.push_back(event);
+    return true;
+  }
+
+ private:
+  // Far below a session's event slots (4096 by default).
+  static constexpr size_t kKeptPerDevice = 64;
+  absl::Mutex mutex_;
+  std::array<std::vector<EventId>, kMaxDevices> free_ ABSL_GUARDED_BY(mutex_);
+};
+
+EventPool& Events() {
+  // Leaked: events may be destroyed from static destructors.
+  static auto* pool = new EventPool();
+  return *pool;
 }
 
 // One device's streams of one priority, created on first use.
@@ -224,8 +278,12 @@ c10::DeviceCapability DeviceGuardImpl::getDeviceCapability(
 }
 
 void DeviceGuardImpl::destroyEvent(
-    void* event, const c10::DeviceIndex /*device_index*/) const noexcept {
+    void* event, const c10::DeviceIndex device_index) const noexcept {
   if (event == nullptr) return;
+  if (IsReusable(event) && device_index >= 0 && device_index < kMaxDevices &&
+      Events().Give(device_index, EventFromHandle(event))) {
+    return;
+  }
   IgnoreError(EventDestroy(EventFromHandle(event)),
               "noexcept; a lost daemon took the event with it");
 }
@@ -238,12 +296,18 @@ void DeviceGuardImpl::record(void** event, const c10::Stream& stream,
               " does not match the recording stream's device ",
               static_cast<int>(stream.device_index()));
   if (*event == nullptr) {
-    c10::DeviceGuard guard(stream.device());
-    EventId created = 0;
-    OPENREG_CHECK(EventCreate(&created, flag == c10::EventFlag::BACKEND_DEFAULT
-                                            ? kEventDefault
-                                            : kEventDisableTiming));
-    *event = HandleFromEvent(created);
+    const bool timing = flag == c10::EventFlag::BACKEND_DEFAULT;
+    std::optional<EventId> pooled;
+    if (!timing) pooled = Events().Take(stream.device_index());
+    if (pooled.has_value()) {
+      *event = HandleFromEvent(*pooled, /*reusable=*/true);
+    } else {
+      c10::DeviceGuard guard(stream.device());
+      EventId created = 0;
+      OPENREG_CHECK(EventCreate(
+          &created, timing ? kEventDefault : kEventDisableTiming));
+      *event = HandleFromEvent(created, /*reusable=*/!timing);
+    }
   }
   OPENREG_CHECK(
       EventRecord(EventFromHandle(*event), static_cast<StreamId>(stream.id())));

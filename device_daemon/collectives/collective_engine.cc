@@ -216,20 +216,42 @@ at::Tensor View(char* data, int64_t offset, int64_t count, const Shape& shape) {
 
 // result = reduction, in rank order, of `count` elements at element
 // `offset` of each part's send buffer plus `block_offset` (the order the
-// header states).
+// header states). `result` may be one of those parts' memory: each element
+// is read before it is written.
 void ReduceInto(const Shape& shape, const std::vector<const RankBuffers*>& ranks,
                 int64_t block_offset, int64_t offset, int64_t count,
                 at::Tensor& result) {
-  const auto part = [&](int rank) {
+  const auto part = [&](size_t rank) {
     return View(ranks[rank]->send.data, block_offset + offset, count, shape);
   };
+  size_t next = 1;
   if (shape.op == proto::PREMUL_SUM) {
     at::mul_out(result, part(0), shape.scale);
-  } else {
+  } else if (ranks.size() == 1) {
     result.copy_(part(0));
+  } else {
+    // The first step reads two parts at once: one pass fewer over result.
+    switch (shape.op) {
+      case proto::SUM:
+      case proto::AVG:
+        at::add_out(result, part(0), part(1));
+        break;
+      case proto::PRODUCT:
+        at::mul_out(result, part(0), part(1));
+        break;
+      case proto::MIN:
+        at::minimum_out(result, part(0), part(1));
+        break;
+      case proto::MAX:
+        at::maximum_out(result, part(0), part(1));
+        break;
+      default:
+        break;
+    }
+    next = 2;
   }
-  for (size_t rank = 1; rank < ranks.size(); ++rank) {
-    const at::Tensor value = part(static_cast<int>(rank));
+  for (size_t rank = next; rank < ranks.size(); ++rank) {
+    const at::Tensor value = part(rank);
     switch (shape.op) {
       case proto::SUM:
       case proto::AVG:
@@ -254,19 +276,41 @@ void ReduceInto(const Shape& shape, const std::vector<const RankBuffers*>& ranks
   if (shape.op == proto::AVG) result.div_(static_cast<double>(ranks.size()));
 }
 
-// Reduces block `block` of every rank's send buffer into `targets`.
+// Whether [a, a + bytes) and [b, b + bytes) overlap.
+bool Overlap(const char* a, const char* b, uint64_t bytes) {
+  return a < b + bytes && b < a + bytes;
+}
+
+// Reduces block `block` of every rank's send buffer into `targets`, a
+// chunk at a time: into the first target's memory, then copied from there
+// while it is in cache. When that memory is a part other than rank 0's (an
+// in-place reduce to root 2, say), a part would be overwritten before it is
+// read: the chunk goes through a scratch buffer instead.
 void ReduceBlock(const Shape& shape, const std::vector<const RankBuffers*>& ranks,
                  int64_t block, const std::vector<char*>& targets) {
   const int64_t chunk = std::max<int64_t>(1, kChunkBytes / shape.element_bytes);
-  at::Tensor buffer =
-      at::empty({std::min(chunk, std::max<int64_t>(shape.count, 1))},
-                at::TensorOptions().dtype(shape.dtype));
+  const uint64_t block_bytes =
+      static_cast<uint64_t>(shape.count) * shape.element_bytes;
+  bool aliased = false;
+  for (size_t rank = 1; rank < ranks.size(); ++rank) {
+    aliased = aliased ||
+              Overlap(targets[0],
+                      ranks[rank]->send.data + block * block_bytes,
+                      block_bytes);
+  }
+  at::Tensor scratch;
+  if (aliased) {
+    scratch = at::empty({std::min(chunk, shape.count)},
+                        at::TensorOptions().dtype(shape.dtype));
+  }
   for (int64_t offset = 0; offset < shape.count; offset += chunk) {
     const int64_t length = std::min(chunk, shape.count - offset);
-    at::Tensor result = buffer.narrow(0, 0, length);
+    at::Tensor result = aliased ? scratch.narrow(0, 0, length)
+                                : View(targets[0], offset, length, shape);
     ReduceInto(shape, ranks, block * shape.count, offset, length, result);
-    for (char* target : targets) {
-      std::memcpy(target + offset * shape.element_bytes, result.data_ptr(),
+    const char* reduced = static_cast<const char*>(result.data_ptr());
+    for (size_t i = aliased ? 0 : 1; i < targets.size(); ++i) {
+      std::memcpy(targets[i] + offset * shape.element_bytes, reduced,
                   length * shape.element_bytes);
     }
   }

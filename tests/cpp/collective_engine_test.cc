@@ -247,6 +247,42 @@ TEST_F(CollectiveEngineTest, ReduceScatterAndBroadcast) {
             (std::vector<uint16_t>{0x5020, 0x5180}));
 }
 
+TEST_F(CollectiveEngineTest, InPlaceReduceToALaterRootAndInPlaceReduceScatter) {
+  MakeRanks(3);
+  std::vector<uint64_t> buffers;
+  for (int r = 0; r < 3; ++r) {
+    buffers.push_back(Alloc(r, 3 * 2 * sizeof(float)));
+    std::vector<float> values;
+    for (int i = 0; i < 6; ++i) values.push_back(100.0f * r + i);
+    Upload(r, buffers[r], values);
+  }
+  // reduce to root 2, its output its own input.
+  std::vector<proto::Command> reduce;
+  for (int r = 0; r < 3; ++r) {
+    reduce.push_back(Collective(r, proto::REDUCE, kFloat, 6, buffers[r],
+                                r == 2 ? buffers[r] : 0, proto::SUM,
+                                /*root=*/2));
+  }
+  for (const auto& error : RunAll(reduce)) EXPECT_EQ(error, std::nullopt);
+  EXPECT_EQ(Download<float>(2, buffers[2], 6),
+            (std::vector<float>{300, 303, 306, 309, 312, 315}));
+  // reduce_scatter whose output is block r of rank r's own input.
+  std::vector<proto::Command> scatter;
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> values;
+    for (int i = 0; i < 6; ++i) values.push_back(100.0f * r + i);
+    Upload(r, buffers[r], values);
+    scatter.push_back(Collective(r, proto::REDUCE_SCATTER, kFloat, 2,
+                                 buffers[r], buffers[r] + r * 2 * sizeof(float)));
+  }
+  for (const auto& error : RunAll(scatter)) EXPECT_EQ(error, std::nullopt);
+  for (int r = 0; r < 3; ++r) {
+    const std::vector<float> got = Download<float>(r, buffers[r], 6);
+    EXPECT_EQ(got[2 * r], 300.0f + 6 * r) << r;
+    EXPECT_EQ(got[2 * r + 1], 303.0f + 6 * r) << r;
+  }
+}
+
 TEST_F(CollectiveEngineTest, MismatchedCollectivesFailOnEveryRankWritingNothing) {
   MakeRanks(2);
   const uint64_t a0 = Alloc(0, 16), a1 = Alloc(1, 16);

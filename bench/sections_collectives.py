@@ -1,0 +1,112 @@
+"""Collectives through the occl backend, reported like nccl-tests: the time
+of one all_reduce, its algorithm bandwidth (bytes / time) and bus bandwidth
+(busbw = algbw x 2(n-1)/n), at 2 and 4 local ranks (processes; ranks on
+devices rank % 2 of the bench's daemon). Baselines in the same run:
+
+- n single-thread memcpys of the same size: the memory-traffic floor of a
+  one-pass all_reduce (every rank's buffer read once and written once); the
+  issue's bar is <= 1.25x that time;
+- gloo's all_reduce of the same size on CPU tensors over loopback, the
+  same processes' count (bar: occl's busbw >= 3x gloo's, a time ratio
+  <= 0.33x);
+- small all_reduce (4 KiB): occl's median against gloo's.
+
+The daemon does the work: its CPU per all_reduce is printed beside the
+ranks' own."""
+
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LARGE = 64 << 20
+SMALL = 4 << 10
+
+
+def _free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _process_cpu(pid):
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _daemon_pid():
+    with open(os.environ.get("OPENREG_DAEMON_SOCKET", "") + ".lock") as lock:
+        return int(lock.read().split()[0])
+
+
+def _run(backend, world, size, iterations):
+    """(median seconds, rank 0's CPU per all_reduce, daemon CPU per
+    all_reduce)."""
+    port = _free_port()
+    daemon = _daemon_pid()
+    daemon_before = _process_cpu(daemon)
+    processes = [subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "collective_ranks.py"), backend,
+         str(rank), str(world), str(port), str(size), str(iterations)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for rank in range(world)]
+    outputs = [process.communicate(timeout=600) for process in processes]
+    daemon_cpu = (_process_cpu(daemon) - daemon_before) / iterations
+    for process, (_, stderr) in zip(processes, outputs):
+        if process.returncode != 0:
+            raise RuntimeError(f"{backend} rank failed: {stderr[-2000:]}")
+    line = [l for l in outputs[0][0].splitlines() if l.startswith("RESULT ")]
+    result = json.loads(line[-1][len("RESULT "):])
+    # The daemon's CPU includes the ranks' attach and setup: an upper bound.
+    return statistics.median(result["samples"]), result["cpu"], daemon_cpu
+
+
+def _memcpy_seconds(torch, size):
+    torch.set_num_threads(1)
+    source = torch.ones(size // 4)
+    target = torch.empty_like(source)
+    best = float("inf")
+    for _ in range(7):
+        start = time.perf_counter()
+        target.copy_(source)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def collectives(torch, scale):
+    rows = []
+    iterations = max(3, int(10 * scale))
+    threads = torch.get_num_threads()
+    memcpy = _memcpy_seconds(torch, LARGE)
+    torch.set_num_threads(threads)
+    for world in (2, 4):
+        occl, occl_cpu, daemon_cpu = _run("occl", world, LARGE, iterations)
+        gloo, gloo_cpu, _ = _run("gloo", world, LARGE, iterations)
+        bus = 2 * (world - 1) / world
+        print(f"all_reduce 64 MiB float32, {world} ranks: occl "
+              f"{occl * 1e3:.1f} ms (algbw {LARGE / occl / 1e9:.2f} GB/s, "
+              f"busbw {LARGE / occl * bus / 1e9:.2f} GB/s; rank 0 CPU "
+              f"{occl_cpu * 1e3:.1f} ms, daemon CPU <= "
+              f"{daemon_cpu * 1e3:.1f} ms per call), gloo "
+              f"{gloo * 1e3:.1f} ms (busbw {LARGE / gloo * bus / 1e9:.2f} "
+              f"GB/s; rank 0 CPU {gloo_cpu * 1e3:.1f} ms), {world} memcpys "
+              f"{world * memcpy * 1e3:.1f} ms")
+        rows.append((f"all_reduce 64 MiB, {world} ranks",
+                     f"{world} memcpys", world * memcpy, occl))
+        rows.append((f"all_reduce 64 MiB, {world} ranks", "gloo (CPU)", gloo,
+                     occl))
+        small_occl, _, _ = _run("occl", world, SMALL,
+                                max(50, int(300 * scale)))
+        small_gloo, _, _ = _run("gloo", world, SMALL,
+                                max(50, int(300 * scale)))
+        rows.append((f"all_reduce 4 KiB p50, {world} ranks", "gloo (CPU)",
+                     small_gloo, small_occl))
+    return rows
+
+
+SECTIONS = [collectives]
