@@ -1,8 +1,9 @@
 """One rank of bench/sections_collectives.py: `python collective_ranks.py
 BACKEND RANK WORLD PORT BYTES ITERATIONS`. BACKEND is occl (openreg tensors,
-collectives in the daemon) or gloo (CPU tensors over loopback). Rank 0
-prints one JSON line (prefix RESULT) with the per-iteration seconds of
-all_reduce (after warm-up), and each process's CPU seconds over them."""
+collectives in the daemon), gloo (CPU tensors over loopback) or ddp (a DDP
+training step of the MLP of mlp_step(), BYTES ignored). Rank 0 prints one
+JSON line (prefix RESULT) with the per-iteration seconds (after warm-up)
+and its CPU seconds per iteration."""
 
 import json
 import os
@@ -14,10 +15,61 @@ import torch
 import torch.distributed as dist
 
 
+GLOBAL_BATCH = 256
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(256, 512), torch.nn.ReLU(),
+        torch.nn.Linear(512, 512), torch.nn.ReLU(),
+        torch.nn.Linear(512, 10))
+
+
+def mlp_step(model, optimizer, x, y):
+    optimizer.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+
+
+def ddp_main(rank, world, iterations):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    device = torch.device("openreg", rank % torch.openreg.device_count())
+    torch.openreg.set_device(device)
+    dist.init_process_group(backend="occl", rank=rank, world_size=world)
+    model = DDP(mlp().to(device), device_ids=[device.index])
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(GLOBAL_BATCH // world, 256).to(device)
+    y = torch.randint(0, 10, (GLOBAL_BATCH // world,)).to(device)
+    for _ in range(3):
+        mlp_step(model, optimizer, x, y)
+    torch.openreg.synchronize()
+    dist.barrier()
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = usage.ru_utime + usage.ru_stime
+    samples = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        mlp_step(model, optimizer, x, y)
+        torch.openreg.synchronize()
+        samples.append(time.perf_counter() - start)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (usage.ru_utime + usage.ru_stime - cpu_before) / iterations
+    dist.barrier()
+    if rank == 0:
+        print("RESULT " + json.dumps({"samples": samples, "cpu": cpu}),
+              flush=True)
+    dist.destroy_process_group()
+
+
 def main():
     backend, rank, world, port, size, iterations = (
         sys.argv[1], *map(int, sys.argv[2:7]))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if backend == "ddp":
+        ddp_main(rank, world, iterations)
+        return
     torch.set_num_threads(1)
     if backend == "occl":
         device = torch.device("openreg",

@@ -9,7 +9,9 @@ devices rank % 2 of the bench's daemon). Baselines in the same run:
 - gloo's all_reduce of the same size on CPU tensors over loopback, the
   same processes' count (bar: occl's busbw >= 3x gloo's, a time ratio
   <= 0.33x);
-- small all_reduce (4 KiB): occl's median against gloo's.
+- small all_reduce (4 KiB): occl's median against gloo's;
+- a DDP training step of an MLP on 2 ranks against the single-process step
+  on openreg with the same global batch (bar: <= 1.5x).
 
 The daemon does the work: its CPU per all_reduce is printed beside the
 ranks' own."""
@@ -106,7 +108,32 @@ def collectives(torch, scale):
                                 max(50, int(300 * scale)))
         rows.append((f"all_reduce 4 KiB p50, {world} ranks", "gloo (CPU)",
                      small_gloo, small_occl))
+    rows.append(_ddp_row(torch, max(5, int(20 * scale))))
     return rows
+
+
+def _ddp_row(torch, iterations):
+    sys.path.insert(0, HERE)
+    import collective_ranks
+
+    model = collective_ranks.mlp().to("openreg")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(collective_ranks.GLOBAL_BATCH, 256).to("openreg")
+    y = torch.randint(0, 10, (collective_ranks.GLOBAL_BATCH,)).to("openreg")
+    samples = []
+    for i in range(iterations + 3):
+        start = time.perf_counter()
+        collective_ranks.mlp_step(model, optimizer, x, y)
+        torch.openreg.synchronize()
+        if i >= 3:
+            samples.append(time.perf_counter() - start)
+    single = statistics.median(samples)
+    ddp, rank_cpu, daemon_cpu = _run("ddp", 2, 0, iterations)
+    print(f"DDP step, MLP, global batch {collective_ranks.GLOBAL_BATCH}, 2 "
+          f"ranks: {ddp * 1e3:.2f} ms (rank 0 CPU {rank_cpu * 1e3:.2f} ms, "
+          f"daemon CPU <= {daemon_cpu * 1e3:.2f} ms per step); one process "
+          f"on openreg: {single * 1e3:.2f} ms")
+    return ("DDP step MLP, 2 ranks", "1 process", single, ddp)
 
 
 SECTIONS = [collectives]
