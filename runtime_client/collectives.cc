@@ -65,13 +65,13 @@ Error Enqueue(const char* operation, proto::CollectiveKind kind,
               proto::ReduceOp op, int root, double scale, CommId comm,
               StreamId stream) {
   return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
-    if (absl::Status valid = CheckPointer(session, send, "send buffer",
-                                          operation);
+    if (absl::Status valid =
+            CheckPointer(session, send, "send buffer", operation);
         !valid.ok()) {
       return valid;
     }
-    if (absl::Status valid = CheckPointer(session, recv, "receive buffer",
-                                          operation);
+    if (absl::Status valid =
+            CheckPointer(session, recv, "receive buffer", operation);
         !valid.ok()) {
       return valid;
     }
@@ -97,16 +97,15 @@ Error Enqueue(const char* operation, proto::CollectiveKind kind,
 
 std::string NewCommId() {
   std::random_device device;
-  std::mt19937_64 bits(
-      (static_cast<uint64_t>(device()) << 32) ^ device());
+  std::mt19937_64 bits((static_cast<uint64_t>(device()) << 32) ^ device());
   return absl::StrFormat("%016x%016x", bits(), bits());
 }
 
 Error CommInitRank(CommId* comm, const std::string& id, int size, int rank,
                    double timeout_seconds) {
   if (comm == nullptr) {
-    return ReturnStatus(MakeError(Error::kInvalidValue,
-                                  "openreg: CommInitRank: comm is null"));
+    return ReturnStatus(
+        MakeError(Error::kInvalidValue, "openreg: CommInitRank: comm is null"));
   }
   return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
     proto::CommInitRankRequest request;
@@ -116,9 +115,9 @@ Error CommInitRank(CommId* comm, const std::string& id, int size, int rank,
     request.set_rank(rank);
     request.set_timeout_seconds(timeout_seconds);
     proto::CommInitRankReply reply;
-    absl::Status status = session.Call(
-        "CommInitRank", &proto::DeviceDaemon::Stub::CommInitRank, request,
-        &reply);
+    absl::Status status =
+        session.Call("CommInitRank", &proto::DeviceDaemon::Stub::CommInitRank,
+                     request, &reply);
     if (status.ok()) *comm = reply.communicator();
     return status;
   }));

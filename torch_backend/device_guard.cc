@@ -304,8 +304,8 @@ void DeviceGuardImpl::record(void** event, const c10::Stream& stream,
     } else {
       c10::DeviceGuard guard(stream.device());
       EventId created = 0;
-      OPENREG_CHECK(EventCreate(
-          &created, timing ? kEventDefault : kEventDisableTiming));
+      OPENREG_CHECK(
+          EventCreate(&created, timing ? kEventDefault : kEventDisableTiming));
       *event = HandleFromEvent(created, /*reusable=*/!timing);
     }
   }

@@ -66,11 +66,13 @@ std::string Signature(const Shape& shape) {
   if (Reduces(shape.kind)) {
     absl::StrAppend(&text, "(",
                     absl::AsciiStrToLower(proto::ReduceOp_Name(shape.op)));
-    if (shape.op == proto::PREMUL_SUM) absl::StrAppend(&text, " x ", shape.scale);
+    if (shape.op == proto::PREMUL_SUM)
+      absl::StrAppend(&text, " x ", shape.scale);
     absl::StrAppend(&text, ")");
   }
   if (shape.kind != proto::BARRIER) {
-    absl::StrAppend(&text, " of ", shape.count, " x ", c10::toString(shape.dtype));
+    absl::StrAppend(&text, " of ", shape.count, " x ",
+                    c10::toString(shape.dtype));
   }
   if (RootedAt(shape.kind)) absl::StrAppend(&text, " from root ", shape.root);
   return text;
@@ -98,14 +100,14 @@ absl::StatusOr<Shape> ValidateShape(const proto::Collective& collective,
   shape.root = collective.root();
   shape.scale = collective.scale();
   if (shape.kind <= proto::COLLECTIVE_UNSPECIFIED ||
-      shape.kind > proto::BARRIER || !proto::CollectiveKind_IsValid(shape.kind)) {
+      shape.kind > proto::BARRIER ||
+      !proto::CollectiveKind_IsValid(shape.kind)) {
     return InvalidValueError(
         absl::StrCat("unknown collective kind ", collective.kind()));
   }
   if (RootedAt(shape.kind) && (shape.root < 0 || shape.root >= size)) {
-    return InvalidValueError(absl::StrCat("root ", shape.root,
-                                          " is outside a communicator of ",
-                                          size, " ranks"));
+    return InvalidValueError(absl::StrCat(
+        "root ", shape.root, " is outside a communicator of ", size, " ranks"));
   }
   if (shape.kind == proto::BARRIER) return shape;
   shape.element_bytes = DtypeElementSize(collective.dtype());
@@ -115,9 +117,8 @@ absl::StatusOr<Shape> ValidateShape(const proto::Collective& collective,
   }
   shape.dtype = static_cast<c10::ScalarType>(collective.dtype());
   if (collective.count() > (uint64_t{1} << 50)) {
-    return InvalidValueError(
-        absl::StrCat("a collective of ", collective.count(),
-                     " elements is too large"));
+    return InvalidValueError(absl::StrCat(
+        "a collective of ", collective.count(), " elements is too large"));
   }
   shape.count = static_cast<int64_t>(collective.count());
   if (Reduces(shape.kind)) {
@@ -126,8 +127,8 @@ absl::StatusOr<Shape> ValidateShape(const proto::Collective& collective,
       return InvalidValueError(
           absl::StrCat("unknown reduction ", collective.op()));
     }
-    const bool floating = c10::isFloatingType(shape.dtype) ||
-                          c10::isComplexType(shape.dtype);
+    const bool floating =
+        c10::isFloatingType(shape.dtype) || c10::isComplexType(shape.dtype);
     if ((shape.op == proto::AVG || shape.op == proto::PREMUL_SUM) &&
         !floating) {
       return InvalidValueError(absl::StrCat(
@@ -136,8 +137,8 @@ absl::StatusOr<Shape> ValidateShape(const proto::Collective& collective,
     }
     if ((shape.op == proto::MIN || shape.op == proto::MAX) &&
         c10::isComplexType(shape.dtype)) {
-      return InvalidValueError(absl::StrCat(
-          "min and max are not defined for ", c10::toString(shape.dtype)));
+      return InvalidValueError(absl::StrCat("min and max are not defined for ",
+                                            c10::toString(shape.dtype)));
     }
     if (c10::isFloat8Type(shape.dtype) || c10::isQIntType(shape.dtype) ||
         c10::isBitsType(shape.dtype)) {
@@ -180,9 +181,11 @@ absl::Status PinPart(const StreamContext& context,
                      int rank, RankBuffers* buffers) {
   if (shape.kind == proto::BARRIER) return absl::OkStatus();
   const auto [send_blocks, recv_blocks] = Blocks(shape, rank);
-  absl::StatusOr<uint64_t> send_bytes = Bytes(shape, std::max<int64_t>(send_blocks, 1));
+  absl::StatusOr<uint64_t> send_bytes =
+      Bytes(shape, std::max<int64_t>(send_blocks, 1));
   if (!send_bytes.ok()) return send_bytes.status();
-  absl::StatusOr<uint64_t> recv_bytes = Bytes(shape, std::max<int64_t>(recv_blocks, 1));
+  absl::StatusOr<uint64_t> recv_bytes =
+      Bytes(shape, std::max<int64_t>(recv_blocks, 1));
   if (!recv_bytes.ok()) return recv_bytes.status();
   buffers->send_bytes = send_blocks > 0 ? *send_bytes : 0;
   buffers->recv_bytes = recv_blocks > 0 ? *recv_bytes : 0;
@@ -201,7 +204,8 @@ absl::Status PinPart(const StreamContext& context,
   if (shape.kind == proto::ALL_TO_ALL && buffers->send_bytes > 0) {
     const char* send = buffers->send.data;
     const char* recv = buffers->recv.data;
-    if (send < recv + buffers->recv_bytes && recv < send + buffers->send_bytes) {
+    if (send < recv + buffers->recv_bytes &&
+        recv < send + buffers->send_bytes) {
       return InvalidValueError(
           "all_to_all needs separate send and receive memory");
     }
@@ -218,7 +222,8 @@ at::Tensor View(char* data, int64_t offset, int64_t count, const Shape& shape) {
 // `offset` of each part's send buffer plus `block_offset` (the order the
 // header states). `result` may be one of those parts' memory: each element
 // is read before it is written.
-void ReduceInto(const Shape& shape, const std::vector<const RankBuffers*>& ranks,
+void ReduceInto(const Shape& shape,
+                const std::vector<const RankBuffers*>& ranks,
                 int64_t block_offset, int64_t offset, int64_t count,
                 at::Tensor& result) {
   const auto part = [&](size_t rank) {
@@ -286,16 +291,16 @@ bool Overlap(const char* a, const char* b, uint64_t bytes) {
 // while it is in cache. When that memory is a part other than rank 0's (an
 // in-place reduce to root 2, say), a part would be overwritten before it is
 // read: the chunk goes through a scratch buffer instead.
-void ReduceBlock(const Shape& shape, const std::vector<const RankBuffers*>& ranks,
-                 int64_t block, const std::vector<char*>& targets) {
+void ReduceBlock(const Shape& shape,
+                 const std::vector<const RankBuffers*>& ranks, int64_t block,
+                 const std::vector<char*>& targets) {
   const int64_t chunk = std::max<int64_t>(1, kChunkBytes / shape.element_bytes);
   const uint64_t block_bytes =
       static_cast<uint64_t>(shape.count) * shape.element_bytes;
   bool aliased = false;
   for (size_t rank = 1; rank < ranks.size(); ++rank) {
     aliased = aliased ||
-              Overlap(targets[0],
-                      ranks[rank]->send.data + block * block_bytes,
+              Overlap(targets[0], ranks[rank]->send.data + block * block_bytes,
                       block_bytes);
   }
   at::Tensor scratch;
@@ -350,8 +355,8 @@ absl::Status Execute(const Shape& shape,
     case proto::ALL_GATHER:
       for (int to = 0; to < n; ++to) {
         for (int from = 0; from < n; ++from) {
-          Move(ranks[to]->recv.data + from * block_bytes, ranks[from]->send.data,
-               block_bytes);
+          Move(ranks[to]->recv.data + from * block_bytes,
+               ranks[from]->send.data, block_bytes);
         }
       }
       return absl::OkStatus();
@@ -399,15 +404,15 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
                      absl::StrCat(where, ": ", shape.status().message()));
   }
   auto buffers = std::make_shared<RankBuffers>();
-  if (absl::Status pinned = PinPart(context, collective, *shape, rank,
-                                    buffers.get());
+  if (absl::Status pinned =
+          PinPart(context, collective, *shape, rank, buffers.get());
       !pinned.ok()) {
     // The others would wait for this rank until their deadline: fail them
     // now, naming why.
-    const absl::Status why = MakeError(
-        proto::COLLECTIVE_FAILURE,
-        absl::StrCat(where, ": ", communicator.DescribeRank(rank),
-                     " passed bad memory: ", pinned.message()));
+    const absl::Status why =
+        MakeError(proto::COLLECTIVE_FAILURE,
+                  absl::StrCat(where, ": ", communicator.DescribeRank(rank),
+                               " passed bad memory: ", pinned.message()));
     communicator.rendezvous().Abort(why);
     return why;
   }

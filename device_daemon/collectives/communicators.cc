@@ -39,13 +39,12 @@ absl::StatusOr<uint64_t> Communicators::Join(const std::string& id, int size,
         "a communicator id has 1 to ", kMaxIdBytes, " bytes, not ", id.size()));
   }
   if (size < 1 || size > kMaxRanks) {
-    return InvalidValueError(absl::StrCat(
-        "a communicator has 1 to ", kMaxRanks, " ranks, not ", size));
+    return InvalidValueError(absl::StrCat("a communicator has 1 to ", kMaxRanks,
+                                          " ranks, not ", size));
   }
   if (rank < 0 || rank >= size) {
-    return InvalidValueError(absl::StrCat("rank ", rank,
-                                          " is outside a communicator of ",
-                                          size, " ranks"));
+    return InvalidValueError(absl::StrCat(
+        "rank ", rank, " is outside a communicator of ", size, " ranks"));
   }
   if (timeout <= absl::ZeroDuration()) {
     return InvalidValueError("a communicator's timeout must be positive");
@@ -55,9 +54,9 @@ absl::StatusOr<uint64_t> Communicators::Join(const std::string& id, int size,
   if (communicator == nullptr) {
     communicator = std::make_shared<Communicator>(id, size, timeout);
   } else if (communicator->size() != size) {
-    return InvalidValueError(absl::StrCat(
-        "communicator ", id, " has ", communicator->size(),
-        " ranks; rank ", rank, " joined it as one of ", size));
+    return InvalidValueError(absl::StrCat("communicator ", id, " has ",
+                                          communicator->size(), " ranks; rank ",
+                                          rank, " joined it as one of ", size));
   }
   {
     absl::MutexLock members(&communicator->mutex_);
@@ -86,8 +85,8 @@ absl::StatusOr<Communicators::Membership> Communicators::Find(
       return Membership{found->second.communicator, found->second.rank};
     }
   }
-  return InvalidHandleError(absl::StrCat(
-      "communicator ", handle, " is not one this session joined"));
+  return InvalidHandleError(
+      absl::StrCat("communicator ", handle, " is not one this session joined"));
 }
 
 absl::Status Communicators::Leave(uint64_t session_id, uint64_t handle,
@@ -95,16 +94,16 @@ absl::Status Communicators::Leave(uint64_t session_id, uint64_t handle,
   absl::MutexLock lock(&mutex_);
   auto session = by_session_.find(session_id);
   if (session == by_session_.end() || !session->second.contains(handle)) {
-    return InvalidHandleError(absl::StrCat(
-        "communicator ", handle, " is not one this session joined"));
+    return InvalidHandleError(absl::StrCat("communicator ", handle,
+                                           " is not one this session joined"));
   }
   if (abort) {
     const Handle& member = session->second[handle];
-    const absl::Status why = MakeError(
-        proto::COLLECTIVE_FAILURE,
-        absl::StrCat("communicator ", member.communicator->id(),
-                     " was aborted by ",
-                     member.communicator->DescribeRank(member.rank)));
+    const absl::Status why =
+        MakeError(proto::COLLECTIVE_FAILURE,
+                  absl::StrCat("communicator ", member.communicator->id(),
+                               " was aborted by ",
+                               member.communicator->DescribeRank(member.rank)));
     LeaveLocked(session_id, handle, &why);
   } else {
     LeaveLocked(session_id, handle, nullptr);
@@ -122,11 +121,11 @@ void Communicators::SessionClosed(uint64_t session_id) {
   }
   for (uint64_t handle : handles) {
     const Handle& member = by_session_[session_id][handle];
-    const absl::Status why = MakeError(
-        proto::COLLECTIVE_FAILURE,
-        absl::StrCat(member.communicator->DescribeRank(member.rank),
-                     " of communicator ", member.communicator->id(),
-                     " ended (its process exited or detached)"));
+    const absl::Status why =
+        MakeError(proto::COLLECTIVE_FAILURE,
+                  absl::StrCat(member.communicator->DescribeRank(member.rank),
+                               " of communicator ", member.communicator->id(),
+                               " ended (its process exited or detached)"));
     LeaveLocked(session_id, handle, &why);
   }
 }
@@ -137,7 +136,8 @@ void Communicators::LeaveLocked(uint64_t session_id, uint64_t handle,
   const Handle member = session->second[handle];
   session->second.erase(handle);
   if (session->second.empty()) by_session_.erase(session);
-  if (abort_with != nullptr) member.communicator->rendezvous().Abort(*abort_with);
+  if (abort_with != nullptr)
+    member.communicator->rendezvous().Abort(*abort_with);
   bool anyone_left = false;
   {
     absl::MutexLock members(&member.communicator->mutex_);

@@ -47,9 +47,9 @@ absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
             mutex_.AwaitWithDeadline(absl::Condition(&finished), until);
         if (finished_in_time || absl::Now() >= deadline) break;
         if (cancelled && cancelled()) {
-          const absl::Status stopped = absl::CancelledError(absl::StrCat(
-              "collective ", sequence, ": rank ", rank,
-              " stopped waiting (its stream is being stopped)"));
+          const absl::Status stopped = absl::CancelledError(
+              absl::StrCat("collective ", sequence, ": rank ", rank,
+                           " stopped waiting (its stream is being stopped)"));
           if (aborted_.ok()) aborted_ = stopped;
           return stopped;
         }

@@ -41,10 +41,10 @@ grpc::Status ControlService::CommDestroy(
   absl::StatusOr<std::shared_ptr<Session>> session =
       registry_->Find(request->session());
   const absl::Status status =
-      session.ok() ? communicators_->Leave((*session)->id(),
-                                           request->communicator(),
-                                           request->abort())
-                   : session.status();
+      session.ok()
+          ? communicators_->Leave((*session)->id(), request->communicator(),
+                                  request->abort())
+          : session.status();
   ToProtoStatus(status, reply->mutable_status());
   return grpc::Status::OK;
 }

@@ -55,9 +55,8 @@ class CollectiveEngineTest : public ::testing::Test {
       rank.session = MakeTestSession(100 + r, devices_.get(), executor_.get());
       StreamSlot* slot = rank.session->stream_slot(0);
       rank.stream = std::make_unique<StreamDriver>(
-          slot, rank.session->ring_buffer(0),
-          rank.session->limits().ring_bytes, devices_->doorbell(slot->device),
-          rank.session->ring_fd());
+          slot, rank.session->ring_buffer(0), rank.session->limits().ring_bytes,
+          devices_->doorbell(slot->device), rank.session->ring_fd());
       absl::StatusOr<uint64_t> handle = communicators_.Join(
           "job-1", n, r, rank.session->id(), rank.session->pid(), timeout);
       ASSERT_TRUE(handle.ok()) << handle.status();
@@ -168,15 +167,17 @@ TEST_F(CollectiveEngineTest, ReductionsOfIntegersAndHalves) {
            {proto::MAX, {5, 9, 3}}, {proto::MIN, {2, -7, 3}}}) {
     Upload<int64_t>(0, a0, {5, -7, 3});
     Upload<int64_t>(1, a1, {2, 9, 3});
-    const auto errors = RunAll({Collective(0, proto::ALL_REDUCE, kLong, 3, a0, a0, op),
-                                Collective(1, proto::ALL_REDUCE, kLong, 3, a1, a1, op)});
+    const auto errors =
+        RunAll({Collective(0, proto::ALL_REDUCE, kLong, 3, a0, a0, op),
+                Collective(1, proto::ALL_REDUCE, kLong, 3, a1, a1, op)});
     EXPECT_EQ(errors[0], std::nullopt);
     EXPECT_EQ(Download<int64_t>(0, a0, 3), expected);
     EXPECT_EQ(Download<int64_t>(1, a1, 3), expected);
   }
   // AVG of integers is refused on every rank, naming why.
-  const auto errors = RunAll({Collective(0, proto::ALL_REDUCE, kLong, 3, a0, a0, proto::AVG),
-                              Collective(1, proto::ALL_REDUCE, kLong, 3, a1, a1, proto::AVG)});
+  const auto errors =
+      RunAll({Collective(0, proto::ALL_REDUCE, kLong, 3, a0, a0, proto::AVG),
+              Collective(1, proto::ALL_REDUCE, kLong, 3, a1, a1, proto::AVG)});
   for (const auto& error : errors) {
     ASSERT_TRUE(error.has_value());
     EXPECT_NE(error->message.find("avg needs a floating-point dtype"),
@@ -231,17 +232,18 @@ TEST_F(CollectiveEngineTest, ReduceScatterAndBroadcast) {
   // float16 1, 2, 3, 4 and 10, 20, 30, 40 (bits).
   Upload<uint16_t>(0, s0, {0x3c00, 0x4000, 0x4200, 0x4400});
   Upload<uint16_t>(1, s1, {0x4900, 0x4d00, 0x4f80, 0x5100});
-  auto errors = RunAll({Collective(0, proto::REDUCE_SCATTER, kHalf, 2, s0, r0),
-                        Collective(1, proto::REDUCE_SCATTER, kHalf, 2, s1, r1)});
+  auto errors =
+      RunAll({Collective(0, proto::REDUCE_SCATTER, kHalf, 2, s0, r0),
+              Collective(1, proto::REDUCE_SCATTER, kHalf, 2, s1, r1)});
   EXPECT_EQ(errors[0], std::nullopt);
   EXPECT_EQ(Download<uint16_t>(0, r0, 2),
             (std::vector<uint16_t>{0x4980, 0x4d80}));  // 11, 22
   EXPECT_EQ(Download<uint16_t>(1, r1, 2),
             (std::vector<uint16_t>{0x5020, 0x5180}));  // 33, 44
-  errors = RunAll({Collective(0, proto::BROADCAST, kHalf, 2, 0, r0,
-                              proto::SUM, /*root=*/1),
-                   Collective(1, proto::BROADCAST, kHalf, 2, 0, r1,
-                              proto::SUM, /*root=*/1)});
+  errors = RunAll(
+      {Collective(0, proto::BROADCAST, kHalf, 2, 0, r0, proto::SUM, /*root=*/1),
+       Collective(1, proto::BROADCAST, kHalf, 2, 0, r1, proto::SUM,
+                  /*root=*/1)});
   EXPECT_EQ(errors[0], std::nullopt);
   EXPECT_EQ(Download<uint16_t>(0, r0, 2),
             (std::vector<uint16_t>{0x5020, 0x5180}));
@@ -273,7 +275,8 @@ TEST_F(CollectiveEngineTest, InPlaceReduceToALaterRootAndInPlaceReduceScatter) {
     for (int i = 0; i < 6; ++i) values.push_back(100.0f * r + i);
     Upload(r, buffers[r], values);
     scatter.push_back(Collective(r, proto::REDUCE_SCATTER, kFloat, 2,
-                                 buffers[r], buffers[r] + r * 2 * sizeof(float)));
+                                 buffers[r],
+                                 buffers[r] + r * 2 * sizeof(float)));
   }
   for (const auto& error : RunAll(scatter)) EXPECT_EQ(error, std::nullopt);
   for (int r = 0; r < 3; ++r) {
@@ -283,7 +286,8 @@ TEST_F(CollectiveEngineTest, InPlaceReduceToALaterRootAndInPlaceReduceScatter) {
   }
 }
 
-TEST_F(CollectiveEngineTest, MismatchedCollectivesFailOnEveryRankWritingNothing) {
+TEST_F(CollectiveEngineTest,
+       MismatchedCollectivesFailOnEveryRankWritingNothing) {
   MakeRanks(2);
   const uint64_t a0 = Alloc(0, 16), a1 = Alloc(1, 16);
   Upload<float>(0, a0, {1, 2, 3, 4});
@@ -329,9 +333,8 @@ TEST_F(CollectiveEngineTest, ARankThatEndsFailsTheOthersNamingIt) {
 TEST_F(CollectiveEngineTest, ARankThatNeverArrivesIsNamedAtTheTimeout) {
   MakeRanks(3, /*timeout=*/absl::Milliseconds(300));
   const uint64_t a0 = Alloc(0, 16), a1 = Alloc(1, 16);
-  const auto errors =
-      RunAll({Collective(0, proto::BARRIER, kFloat, 0, 0, 0),
-              Collective(1, proto::BARRIER, kFloat, 0, 0, 0)});
+  const auto errors = RunAll({Collective(0, proto::BARRIER, kFloat, 0, 0, 0),
+                              Collective(1, proto::BARRIER, kFloat, 0, 0, 0)});
   for (const auto& error : errors) {
     ASSERT_TRUE(error.has_value());
     EXPECT_EQ(error->code, proto::COLLECTIVE_FAILURE);
@@ -346,9 +349,9 @@ TEST_F(CollectiveEngineTest, ARankThatNeverArrivesIsNamedAtTheTimeout) {
 TEST_F(CollectiveEngineTest, BadMemoryFromOneRankFailsAllWithoutWaiting) {
   MakeRanks(2);
   const uint64_t a0 = Alloc(0, 16);
-  const auto errors =
-      RunAll({Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0),
-              Collective(1, proto::ALL_REDUCE, kFloat, 4, 0xdead0000, 0xdead0000)});
+  const auto errors = RunAll(
+      {Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0),
+       Collective(1, proto::ALL_REDUCE, kFloat, 4, 0xdead0000, 0xdead0000)});
   for (const auto& error : errors) {
     ASSERT_TRUE(error.has_value());
     EXPECT_EQ(error->code, proto::COLLECTIVE_FAILURE);

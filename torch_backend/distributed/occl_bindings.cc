@@ -1,10 +1,10 @@
 #include "torch_backend/distributed/occl_bindings.h"
 
 #include <pybind11/chrono.h>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <chrono>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "torch_backend/distributed/process_group_occl.h"
 
@@ -19,9 +19,8 @@ void RegisterOcclBindings(py::module_& module) {
     py::module_::import("torch.distributed");
     py::class_<ProcessGroupOCCL, c10d::Backend,
                c10::intrusive_ptr<ProcessGroupOCCL>>(module, "ProcessGroupOCCL")
-        .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store,
-                         int rank, int size,
-                         std::chrono::milliseconds timeout) {
+        .def(py::init([](const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                         int size, std::chrono::milliseconds timeout) {
                return c10::make_intrusive<ProcessGroupOCCL>(store, rank, size,
                                                             timeout);
              }),

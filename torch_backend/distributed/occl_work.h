@@ -7,11 +7,11 @@
 
 #include <ATen/core/ivalue.h>
 #include <c10/core/Event.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 namespace openreg::torch_backend {

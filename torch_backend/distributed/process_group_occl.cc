@@ -63,8 +63,7 @@ std::pair<proto::ReduceOp, double> ToReduceOp(const c10d::ReduceOp& op) {
     case c10d::ReduceOp::PREMUL_SUM: {
       const auto* supplement =
           dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
-      TORCH_CHECK(supplement != nullptr,
-                  "occl: PREMUL_SUM without its factor");
+      TORCH_CHECK(supplement != nullptr, "occl: PREMUL_SUM without its factor");
       const double factor = supplement->tensor_factor.defined()
                                 ? supplement->tensor_factor.item<double>()
                                 : supplement->double_factor;
@@ -177,8 +176,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::Run(
   }
   return c10::make_intrusive<OcclWork>(
       rank_, type, std::move(done), outputs, std::move(future),
-      std::string("occl ") + name + " (rank " + std::to_string(rank_) +
-          " of " + std::to_string(size_) + ")");
+      std::string("occl ") + name + " (rank " + std::to_string(rank_) + " of " +
+          std::to_string(size_) + ")");
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(
@@ -208,18 +207,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   const c10::Device device = DeviceOf(tensors, "broadcast tensors");
-  return Run(c10d::OpType::BROADCAST, "broadcast", device, tensors, tensors,
-             [&](StreamId stream) {
-               for (const at::Tensor& tensor : tensors) {
-                 WithContiguous(tensor, true, [&](const at::Tensor& flat) {
-                   Check(Broadcast(Address(flat), flat.numel(),
-                                   DtypeCode(flat),
-                                   static_cast<int>(opts.rootRank), comm_,
-                                   stream),
-                         "Broadcast");
-                 });
-               }
-             });
+  return Run(
+      c10d::OpType::BROADCAST, "broadcast", device, tensors, tensors,
+      [&](StreamId stream) {
+        for (const at::Tensor& tensor : tensors) {
+          WithContiguous(tensor, true, [&](const at::Tensor& flat) {
+            Check(Broadcast(Address(flat), flat.numel(), DtypeCode(flat),
+                            static_cast<int>(opts.rootRank), comm_, stream),
+                  "Broadcast");
+          });
+        }
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(
@@ -227,18 +225,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(
   const c10::Device device = DeviceOf(tensors, "reduce tensors");
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
   const int root = static_cast<int>(opts.rootRank);
-  return Run(c10d::OpType::REDUCE, "reduce", device, tensors, tensors,
-             [&, op = op, scale = scale](StreamId stream) {
-               for (const at::Tensor& tensor : tensors) {
-                 WithContiguous(tensor, rank_ == root,
-                                [&](const at::Tensor& flat) {
-                                  Check(Reduce(Address(flat), Address(flat),
-                                               flat.numel(), DtypeCode(flat),
-                                               op, root, comm_, stream, scale),
-                                        "Reduce");
-                                });
-               }
-             });
+  return Run(
+      c10d::OpType::REDUCE, "reduce", device, tensors, tensors,
+      [&, op = op, scale = scale](StreamId stream) {
+        for (const at::Tensor& tensor : tensors) {
+          WithContiguous(tensor, rank_ == root, [&](const at::Tensor& flat) {
+            Check(Reduce(Address(flat), Address(flat), flat.numel(),
+                         DtypeCode(flat), op, root, comm_, stream, scale),
+                  "Reduce");
+          });
+        }
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(
@@ -247,22 +244,22 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(
   const c10::Device device = DeviceOf(inputs, "allgather input");
   DeviceOf(outputs, "allgather output");
   TORCH_CHECK(output.numel() == input.numel() * size_,
-              "occl: all_gather_into_tensor: the output has ",
-              output.numel(), " elements, not the input's ", input.numel(),
-              " x ", size_, " ranks");
+              "occl: all_gather_into_tensor: the output has ", output.numel(),
+              " elements, not the input's ", input.numel(), " x ", size_,
+              " ranks");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(),
               "occl: all_gather_into_tensor: input ", input.scalar_type(),
               " and output ", output.scalar_type(), " differ");
-  return Run(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", device,
-             inputs, outputs, [&](StreamId stream) {
-               const at::Tensor flat_input = input.contiguous();
-               WithContiguous(output, true, [&](const at::Tensor& flat) {
-                 Check(AllGather(Address(flat_input), Address(flat),
-                                 flat_input.numel(), DtypeCode(flat), comm_,
-                                 stream),
-                       "AllGather");
-               });
-             });
+  return Run(
+      c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", device, inputs,
+      outputs, [&](StreamId stream) {
+        const at::Tensor flat_input = input.contiguous();
+        WithContiguous(output, true, [&](const at::Tensor& flat) {
+          Check(AllGather(Address(flat_input), Address(flat),
+                          flat_input.numel(), DtypeCode(flat), comm_, stream),
+                "AllGather");
+        });
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(
@@ -272,8 +269,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(
               "occl: all_gather takes one input tensor per rank");
   const c10::Device device = DeviceOf(inputs, "allgather input");
   std::vector<at::Tensor>& parts = outputs[0];
-  TORCH_CHECK(static_cast<int>(parts.size()) == size_, "occl: all_gather: ",
-              parts.size(), " output tensors for ", size_, " ranks");
+  TORCH_CHECK(static_cast<int>(parts.size()) == size_,
+              "occl: all_gather: ", parts.size(), " output tensors for ", size_,
+              " ranks");
   for (const at::Tensor& part : parts) {
     CheckOnDevice(part, "all_gather outputs");
     TORCH_CHECK(part.numel() == inputs[0].numel() &&
@@ -281,23 +279,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(
                 "occl: all_gather: every output must match the input's ",
                 inputs[0].numel(), " x ", inputs[0].scalar_type());
   }
-  return Run(c10d::OpType::ALLGATHER, "all_gather", device, inputs, parts,
-             [&](StreamId stream) {
-               const at::Tensor input = inputs[0].contiguous();
-               const at::Tensor gathered =
-                   at::empty({size_ * input.numel()}, input.options());
-               Check(AllGather(Address(input), Address(gathered),
-                               input.numel(), DtypeCode(input), comm_, stream),
-                     "AllGather");
-               for (int r = 0; r < size_; ++r) {
-                 parts[r].copy_(gathered.narrow(0, r * input.numel(),
-                                                input.numel())
-                                    .view(parts[r].sizes()));
-               }
-             });
+  return Run(
+      c10d::OpType::ALLGATHER, "all_gather", device, inputs, parts,
+      [&](StreamId stream) {
+        const at::Tensor input = inputs[0].contiguous();
+        const at::Tensor gathered =
+            at::empty({size_ * input.numel()}, input.options());
+        Check(AllGather(Address(input), Address(gathered), input.numel(),
+                        DtypeCode(input), comm_, stream),
+              "AllGather");
+        for (int r = 0; r < size_; ++r) {
+          parts[r].copy_(gathered.narrow(0, r * input.numel(), input.numel())
+                             .view(parts[r].sizes()));
+        }
+      });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather_into_tensor_coalesced(
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(outputs.size() == inputs.size(),
@@ -322,17 +321,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(
               " elements, not the output's ", output.numel(), " x ", size_,
               " ranks");
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
-  return Run(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
-             device, inputs, outputs,
-             [&, op = op, scale = scale](StreamId stream) {
-               const at::Tensor flat_input = input.contiguous();
-               WithContiguous(output, true, [&](const at::Tensor& flat) {
-                 Check(ReduceScatter(Address(flat_input), Address(flat),
-                                     flat.numel(), DtypeCode(flat), op, comm_,
-                                     stream, scale),
-                       "ReduceScatter");
-               });
-             });
+  return Run(
+      c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", device,
+      inputs, outputs, [&, op = op, scale = scale](StreamId stream) {
+        const at::Tensor flat_input = input.contiguous();
+        WithContiguous(output, true, [&](const at::Tensor& flat) {
+          Check(ReduceScatter(Address(flat_input), Address(flat), flat.numel(),
+                              DtypeCode(flat), op, comm_, stream, scale),
+                "ReduceScatter");
+        });
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(
@@ -350,23 +348,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(
     CheckOnDevice(part, "reduce_scatter inputs");
   }
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
-  return Run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, parts,
-             outputs, [&, op = op, scale = scale](StreamId stream) {
-               std::vector<at::Tensor> flat_parts;
-               for (const at::Tensor& part : parts) {
-                 flat_parts.push_back(part.reshape({-1}));
-               }
-               const at::Tensor stacked = at::cat(flat_parts);
-               WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
-                 Check(ReduceScatter(Address(stacked), Address(flat),
-                                     flat.numel(), DtypeCode(flat), op, comm_,
-                                     stream, scale),
-                       "ReduceScatter");
-               });
-             });
+  return Run(
+      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, parts, outputs,
+      [&, op = op, scale = scale](StreamId stream) {
+        std::vector<at::Tensor> flat_parts;
+        for (const at::Tensor& part : parts) {
+          flat_parts.push_back(part.reshape({-1}));
+        }
+        const at::Tensor stacked = at::cat(flat_parts);
+        WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
+          Check(ReduceScatter(Address(stacked), Address(flat), flat.numel(),
+                              DtypeCode(flat), op, comm_, stream, scale),
+                "ReduceScatter");
+        });
+      });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter_tensor_coalesced(
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupOCCL::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   TORCH_CHECK(outputs.size() == inputs.size(),
@@ -395,23 +394,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(
     }
     return true;
   };
-  TORCH_CHECK(equal(output_split_sizes, output) &&
-                  equal(input_split_sizes, input),
-              "occl: all_to_all_single with unequal split sizes is not "
-              "supported yet (docs/DISTRIBUTED.md, limits)");
+  TORCH_CHECK(
+      equal(output_split_sizes, output) && equal(input_split_sizes, input),
+      "occl: all_to_all_single with unequal split sizes is not "
+      "supported yet (docs/DISTRIBUTED.md, limits)");
   TORCH_CHECK(input.numel() == output.numel() && input.numel() % size_ == 0,
               "occl: all_to_all_single: input and output must have the same "
-              "number of elements, divisible by ", size_, " ranks");
-  return Run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", device, inputs,
-             outputs, [&](StreamId stream) {
-               const at::Tensor flat_input = input.contiguous();
-               WithContiguous(output, true, [&](const at::Tensor& flat) {
-                 Check(AllToAll(Address(flat_input), Address(flat),
-                                flat.numel() / size_, DtypeCode(flat), comm_,
-                                stream),
-                       "AllToAll");
-               });
-             });
+              "number of elements, divisible by ",
+              size_, " ranks");
+  return Run(
+      c10d::OpType::ALLTOALL_BASE, "all_to_all_single", device, inputs, outputs,
+      [&](StreamId stream) {
+        const at::Tensor flat_input = input.contiguous();
+        WithContiguous(output, true, [&](const at::Tensor& flat) {
+          Check(AllToAll(Address(flat_input), Address(flat),
+                         flat.numel() / size_, DtypeCode(flat), comm_, stream),
+                "AllToAll");
+        });
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
@@ -428,24 +428,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
                 "occl: all_to_all with tensors of different sizes is not "
                 "supported yet (docs/DISTRIBUTED.md, limits)");
   }
-  return Run(c10d::OpType::ALLTOALL, "all_to_all", device, inputs, outputs,
-             [&](StreamId stream) {
-               std::vector<at::Tensor> flat_inputs;
-               for (const at::Tensor& tensor : inputs) {
-                 flat_inputs.push_back(tensor.reshape({-1}));
-               }
-               const at::Tensor sent = at::cat(flat_inputs);
-               const at::Tensor received = at::empty_like(sent);
-               const int64_t block = inputs[0].numel();
-               Check(AllToAll(Address(sent), Address(received), block,
-                              DtypeCode(sent), comm_, stream),
-                     "AllToAll");
-               for (int r = 0; r < size_; ++r) {
-                 outputs[r].copy_(
-                     received.narrow(0, r * block, block).view(
-                         outputs[r].sizes()));
-               }
-             });
+  return Run(
+      c10d::OpType::ALLTOALL, "all_to_all", device, inputs, outputs,
+      [&](StreamId stream) {
+        std::vector<at::Tensor> flat_inputs;
+        for (const at::Tensor& tensor : inputs) {
+          flat_inputs.push_back(tensor.reshape({-1}));
+        }
+        const at::Tensor sent = at::cat(flat_inputs);
+        const at::Tensor received = at::empty_like(sent);
+        const int64_t block = inputs[0].numel();
+        Check(AllToAll(Address(sent), Address(received), block, DtypeCode(sent),
+                       comm_, stream),
+              "AllToAll");
+        for (int r = 0; r < size_; ++r) {
+          outputs[r].copy_(
+              received.narrow(0, r * block, block).view(outputs[r].sizes()));
+        }
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(
@@ -456,29 +456,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> parts;
   if (rank_ == root) {
-    TORCH_CHECK(outputs.size() == 1 &&
-                    static_cast<int>(outputs[0].size()) == size_,
-                "occl: gather: the root needs one output per rank");
+    TORCH_CHECK(
+        outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+        "occl: gather: the root needs one output per rank");
     parts = outputs[0];
   }
-  return Run(c10d::OpType::GATHER, "gather", device, inputs, parts,
-             [&, root](StreamId stream) {
-               const at::Tensor input = inputs[0].contiguous();
-               at::Tensor gathered;
-               if (rank_ == root) {
-                 gathered = at::empty({size_ * input.numel()}, input.options());
-               }
-               Check(Gather(Address(input),
-                            gathered.defined() ? Address(gathered) : nullptr,
-                            input.numel(), DtypeCode(input), root, comm_,
-                            stream),
-                     "Gather");
-               for (int r = 0; r < static_cast<int>(parts.size()); ++r) {
-                 parts[r].copy_(gathered.narrow(0, r * input.numel(),
-                                                input.numel())
-                                    .view(parts[r].sizes()));
-               }
-             });
+  return Run(
+      c10d::OpType::GATHER, "gather", device, inputs, parts,
+      [&, root](StreamId stream) {
+        const at::Tensor input = inputs[0].contiguous();
+        at::Tensor gathered;
+        if (rank_ == root) {
+          gathered = at::empty({size_ * input.numel()}, input.options());
+        }
+        Check(Gather(Address(input),
+                     gathered.defined() ? Address(gathered) : nullptr,
+                     input.numel(), DtypeCode(input), root, comm_, stream),
+              "Gather");
+        for (int r = 0; r < static_cast<int>(parts.size()); ++r) {
+          parts[r].copy_(gathered.narrow(0, r * input.numel(), input.numel())
+                             .view(parts[r].sizes()));
+        }
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(
@@ -490,28 +489,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> parts;
   if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1 &&
-                    static_cast<int>(inputs[0].size()) == size_,
-                "occl: scatter: the root needs one input per rank");
+    TORCH_CHECK(
+        inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+        "occl: scatter: the root needs one input per rank");
     parts = inputs[0];
   }
-  return Run(c10d::OpType::SCATTER, "scatter", device, parts, outputs,
-             [&, root](StreamId stream) {
-               at::Tensor sent;
-               if (rank_ == root) {
-                 std::vector<at::Tensor> flat;
-                 for (const at::Tensor& part : parts) {
-                   flat.push_back(part.reshape({-1}));
-                 }
-                 sent = at::cat(flat);
-               }
-               WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
-                 Check(Scatter(sent.defined() ? Address(sent) : nullptr,
-                               Address(flat), flat.numel(), DtypeCode(flat),
-                               root, comm_, stream),
-                       "Scatter");
-               });
-             });
+  return Run(
+      c10d::OpType::SCATTER, "scatter", device, parts, outputs,
+      [&, root](StreamId stream) {
+        at::Tensor sent;
+        if (rank_ == root) {
+          std::vector<at::Tensor> flat;
+          for (const at::Tensor& part : parts) {
+            flat.push_back(part.reshape({-1}));
+          }
+          sent = at::cat(flat);
+        }
+        WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
+          Check(Scatter(sent.defined() ? Address(sent) : nullptr, Address(flat),
+                        flat.numel(), DtypeCode(flat), root, comm_, stream),
+                "Scatter");
+        });
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(
@@ -524,8 +523,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(
     index = impl.getDevice().index();
   }
   const c10::Device device(kOpenReg, index);
-  auto work = Run(c10d::OpType::BARRIER, "barrier", device, {}, {},
-                  [&](StreamId stream) { Check(Barrier(comm_, stream), "Barrier"); });
+  auto work =
+      Run(c10d::OpType::BARRIER, "barrier", device, {}, {},
+          [&](StreamId stream) { Check(Barrier(comm_, stream), "Barrier"); });
   // As NCCL's: barrier() returns once the barrier completed on the device.
   work->synchronize();
   return work;

@@ -11,13 +11,12 @@
 #ifndef OPENREG_TORCH_BACKEND_DISTRIBUTED_PROCESS_GROUP_OCCL_H_
 #define OPENREG_TORCH_BACKEND_DISTRIBUTED_PROCESS_GROUP_OCCL_H_
 
-#include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "openreg/collectives.h"
@@ -95,8 +94,8 @@ class ProcessGroupOCCL : public c10d::Backend {
                                       int dst_rank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors,
                                       int src_rank, int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(
-      std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override;
 
   void abort() override;
   void shutdown() override;
