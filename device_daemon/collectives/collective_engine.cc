@@ -23,7 +23,7 @@ namespace {
 
 // Reductions go through a buffer of this size, so that each rank's memory
 // is read once and written once, and the partial sums stay in cache.
-constexpr int64_t kChunkBytes = 256 * 1024;
+constexpr int64_t kChunkBytes = int64_t{256} * 1024;
 
 // What one rank's part reads and writes, pinned in its session.
 struct RankBuffers {
@@ -66,8 +66,9 @@ std::string Signature(const Shape& shape) {
   if (Reduces(shape.kind)) {
     absl::StrAppend(&text, "(",
                     absl::AsciiStrToLower(proto::ReduceOp_Name(shape.op)));
-    if (shape.op == proto::PREMUL_SUM)
+    if (shape.op == proto::PREMUL_SUM) {
       absl::StrAppend(&text, " x ", shape.scale);
+    }
     absl::StrAppend(&text, ")");
   }
   if (shape.kind != proto::BARRIER) {
@@ -335,6 +336,7 @@ absl::Status Execute(const Shape& shape,
       return absl::OkStatus();
     case proto::ALL_REDUCE: {
       std::vector<char*> targets;
+      targets.reserve(ranks.size());
       for (const RankBuffers* rank : ranks) targets.push_back(rank->recv.data);
       ReduceBlock(shape, ranks, 0, targets);
       return absl::OkStatus();
@@ -409,7 +411,7 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
       !pinned.ok()) {
     // The others would wait for this rank until their deadline: fail them
     // now, naming why.
-    const absl::Status why =
+    absl::Status why =
         MakeError(proto::COLLECTIVE_FAILURE,
                   absl::StrCat(where, ": ", communicator.DescribeRank(rank),
                                " passed bad memory: ", pinned.message()));
@@ -432,7 +434,7 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
           return absl::InvalidArgumentError(error.what());
         }
       };
-  const absl::Status status = communicator.rendezvous().Arrive(
+  absl::Status status = communicator.rendezvous().Arrive(
       rank, collective.number(), std::move(part), run,
       absl::Now() + communicator.timeout(),
       [&context] { return context.stop_requested(); });

@@ -136,8 +136,9 @@ void Communicators::LeaveLocked(uint64_t session_id, uint64_t handle,
   const Handle member = session->second[handle];
   session->second.erase(handle);
   if (session->second.empty()) by_session_.erase(session);
-  if (abort_with != nullptr)
+  if (abort_with != nullptr) {
     member.communicator->rendezvous().Abort(*abort_with);
+  }
   bool anyone_left = false;
   {
     absl::MutexLock members(&member.communicator->mutex_);

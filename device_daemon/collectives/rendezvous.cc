@@ -47,7 +47,7 @@ absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
             mutex_.AwaitWithDeadline(absl::Condition(&finished), until);
         if (finished_in_time || absl::Now() >= deadline) break;
         if (cancelled && cancelled()) {
-          const absl::Status stopped = absl::CancelledError(
+          absl::Status stopped = absl::CancelledError(
               absl::StrCat("collective ", sequence, ": rank ", rank,
                            " stopped waiting (its stream is being stopped)"));
           if (aborted_.ok()) aborted_ = stopped;
@@ -56,7 +56,7 @@ absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
       }
     }
     if (!finished_in_time) {
-      const absl::Status timed_out = absl::DeadlineExceededError(
+      absl::Status timed_out = absl::DeadlineExceededError(
           absl::StrCat("collective ", sequence, ": rank ", rank,
                        " waited past its timeout for rank(s) ",
                        MissingRanksLocked(round), ", which did not arrive"));

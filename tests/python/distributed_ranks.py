@@ -223,7 +223,31 @@ def mismatch(rank, world, device):
         return {"error": f"{type(error).__name__}: {error}"}
 
 
-SCENARIOS = {"collectives": collectives, "models": models, "fsdp": fsdp,
+def tensor_parallel(rank, world, device):
+    """A 2-D DeviceMesh (dp x tp): a tensor-parallel MLP on the tp
+    dimension, and a sub-group all_reduce on the dp dimension."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (ColwiseParallel,
+                                                   RowwiseParallel,
+                                                   parallelize_module)
+    import model_zoo
+
+    mesh = init_device_mesh("openreg", (2, world // 2),
+                            mesh_dim_names=("dp", "tp"))
+    model = model_zoo.tensor_parallel_mlp().to(device)
+    model = parallelize_module(model, mesh["tp"], {"0": ColwiseParallel(),
+                                                   "2": RowwiseParallel()})
+    x = model_zoo.tensor_parallel_input().to(device)
+    y = model(x)
+    y.sum().backward()
+    grads = [encode(p.grad.full_tensor()) for p in model.parameters()]
+    mine = torch.tensor([float(rank)], device=device)
+    dist.all_reduce(mine, group=mesh["dp"].get_group())
+    return {"y": encode(y), "grads": grads, "dp_sum": encode(mine),
+            "dp_ranks": dist.get_process_group_ranks(mesh["dp"].get_group())}
+
+
+SCENARIOS = {"tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
              "dies": dies, "mismatch": mismatch}
 
 

@@ -111,3 +111,12 @@ def reference(name, steps):
         loss(name, model, x, y).backward()
         optimizer.step()
     return [p.detach() for p in model.parameters()]
+
+
+def tensor_parallel_mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 8))
+
+
+def tensor_parallel_input():
+    return torch.randn(4, 8, generator=torch.Generator().manual_seed(2))

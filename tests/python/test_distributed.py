@@ -155,6 +155,22 @@ def test_fsdp2_training_of_a_small_transformer_equals_single_process():
             assert torch.allclose(torch.tensor(got), want, rtol=0, atol=1e-5)
 
 
+def test_a_2d_device_mesh_runs_a_tensor_parallel_layer_and_sub_groups():
+    results, _ = run_ranks("tensor_parallel", 4)
+    model = model_zoo.tensor_parallel_mlp()
+    y = model(model_zoo.tensor_parallel_input())
+    y.sum().backward()
+    for rank, result in enumerate(results):
+        assert torch.allclose(torch.tensor(result["y"]), y.detach(),
+                              rtol=0, atol=1e-6), rank
+        for got, parameter in zip(result["grads"], model.parameters()):
+            assert torch.allclose(torch.tensor(got), parameter.grad, rtol=0,
+                                  atol=1e-6), rank
+        # dp groups are the mesh's columns: ranks {r, r + 2}.
+        assert result["dp_ranks"] == [rank % 2, rank % 2 + 2]
+        assert result["dp_sum"] == [float(2 * (rank % 2) + 2)]
+
+
 def test_a_rank_that_dies_fails_the_others_collective_naming_it():
     results, _ = run_ranks("dies", 2, silent_ranks=(1,))
     error = results[0]["error"]

@@ -30,7 +30,7 @@ class OcclWork : public c10d::Work {
   bool isSuccess() const override;
   // The current stream waits for the collective; the host does not. A
   // collective already known to have failed raises DistBackendError.
-  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  bool wait(std::chrono::milliseconds timeout) override;
   // The host waits for the collective; a failure raises DistBackendError.
   void synchronize() override;
   void blockCurrentStream() override;

@@ -94,7 +94,7 @@ void Check(Error error, const char* call) { CheckRuntime(error, call); }
 
 std::string ReadCommunicatorId(c10d::Store& store, int rank) {
   if (rank == 0) {
-    const std::string id = NewCommId();
+    std::string id = NewCommId();
     store.set(kCommIdKey, std::vector<uint8_t>(id.begin(), id.end()));
     return id;
   }
@@ -132,7 +132,8 @@ void ProcessGroupOCCL::shutdown() {
 }
 
 c10::Stream ProcessGroupOCCL::CommunicationStream(c10::Device device) {
-  const size_t index = static_cast<size_t>(device.index());
+  const int device_index = device.index();
+  const auto index = static_cast<size_t>(device_index);
   if (streams_.size() <= index) streams_.resize(index + 1);
   if (!streams_[index].has_value()) {
     streams_[index] = StreamFromPool(device.index(), /*priority=*/0);
