@@ -247,7 +247,36 @@ def tensor_parallel(rank, world, device):
             "dp_ranks": dist.get_process_group_ranks(mesh["dp"].get_group())}
 
 
-SCENARIOS = {"tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
+def checkpoint(rank, world, device):
+    """torch.distributed.checkpoint: save an FSDP2-sharded model, load it
+    into a fresh one (in $OPENREG_TEST_CHECKPOINT_DIR)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.fsdp import fully_shard
+    import model_zoo
+
+    def sharded():
+        model = model_zoo.SmallTransformer().to(device)
+        for block in model.blocks:
+            fully_shard(block)
+        return fully_shard(model)
+
+    torch.manual_seed(0)
+    saved = sharded()
+    with torch.no_grad():
+        for parameter in saved.parameters():
+            parameter.add_(float(rank + 1))  # differs from a fresh init
+    path = os.environ["OPENREG_TEST_CHECKPOINT_DIR"]
+    dcp.save({"model": saved.state_dict()}, checkpoint_id=path)
+    torch.manual_seed(1)
+    loaded = sharded()
+    state = {"model": loaded.state_dict()}
+    dcp.load(state, checkpoint_id=path)
+    loaded.load_state_dict(state["model"])
+    return {"saved": [encode(p.full_tensor()) for p in saved.parameters()],
+            "loaded": [encode(p.full_tensor()) for p in loaded.parameters()]}
+
+
+SCENARIOS = {"checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
              "dies": dies, "mismatch": mismatch}
 
 
