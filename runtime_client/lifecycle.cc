@@ -15,6 +15,8 @@ using client::Session;
 using client::SetConfiguredDaemonBinary;
 using client::WithSession;
 
+std::string DaemonSocketPath() { return ResolveSocketPath(); }
+
 Error Init() {
   return ReturnStatus(WithSession([](Session&) { return absl::OkStatus(); }));
 }

@@ -143,6 +143,7 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("fraction"), py::arg("device"));
   m.def("_daemon_stats", &DaemonStats);
+  m.def("_daemon_socket_path", &DaemonSocketPath);
   m.def("_cost_profile", &CostProfileJson, py::arg("action"));
   m.def("_is_in_bad_fork", &InForkedChild);
   RegisterFaultBindings(m);

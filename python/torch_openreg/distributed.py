@@ -5,19 +5,53 @@ collectives run inside the daemon over every rank's device memory
 Registered at autoload (`install()`): `init_process_group(backend="occl")`
 names it, and `init_process_group()` with no backend on an openreg machine
 picks it for openreg tensors and gloo for CPU tensors (the mapping
-`cpu:gloo,openreg:occl`, as a CUDA machine gets `cpu:gloo,cuda:nccl`)."""
+`cpu:gloo,openreg:occl`, as a CUDA machine gets `cpu:gloo,cuda:nccl`).
+
+Group formation (the creator below), through the group's c10d store only:
+every rank publishes which daemon it reaches (host name and socket path);
+the ranks of each daemon share a communicator id written by their first
+rank; when the group spans several daemons (hosts), those first ranks also
+form a gloo group among themselves."""
+
+import os
+import secrets
+import socket
 
 NAME = "occl"
+
+
+def _daemon_identity():
+    """Which daemon this process reaches: its host and control socket."""
+    from torch_openreg import _C
+    return f"{socket.gethostname()}:{os.path.realpath(_C._daemon_socket_path())}"
 
 
 def _create_backend(options, _backend_options):
     """c10d's extended-API creator: `options` is c10d's
     _DistributedBackendOptions (the group's prefixed store, rank, size,
     timeout)."""
+    import torch.distributed as distributed
     from torch_openreg import _C
+
     _C._occl_init()
-    return _C.ProcessGroupOCCL(options.store, options.group_rank,
-                               options.group_size, options.timeout)
+    store, rank, size = options.store, options.group_rank, options.group_size
+    store.set(f"occl/daemon/{rank}", _daemon_identity())
+    daemons = [store.get(f"occl/daemon/{r}").decode() for r in range(size)]
+    hosts = list(dict.fromkeys(daemons))  # by first rank
+    host_of_rank = [hosts.index(daemon) for daemon in daemons]
+    local = [r for r in range(size) if host_of_rank[r] == host_of_rank[rank]]
+    first = local[0]
+    if rank == first:
+        store.set(f"occl/communicator/{first}", secrets.token_hex(16))
+    comm_id = store.get(f"occl/communicator/{first}").decode()
+    leaders = None
+    if len(hosts) > 1 and rank == first:
+        leaders = distributed.ProcessGroupGloo(
+            distributed.PrefixStore("occl/leaders", store),
+            host_of_rank[rank], len(hosts), options.timeout)
+    return _C.ProcessGroupOCCL(rank, size, options.timeout, comm_id,
+                               local.index(rank), len(local), host_of_rank,
+                               leaders)
 
 
 def _default_to_gloo_for_cpu(distributed):

@@ -142,7 +142,7 @@ def collectives(rank, world, device):
     return out
 
 
-def models(rank, world, device, steps=4):
+def models(rank, world, device, steps=4, cases=None):
     """DDP: an MLP, tied weights, no_sync accumulation, unused parameters
     and a compression hook; each returns its parameters after `steps`."""
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -150,7 +150,7 @@ def models(rank, world, device, steps=4):
 
     out = {}
     index = device.index
-    for name in model_zoo.CASES:
+    for name in cases or model_zoo.CASES:
         model, optimizer, batches, options = model_zoo.build(name, steps)
         ddp = DDP(model.to(device), device_ids=[index], **options["ddp"])
         if options.get("fp16_hook"):
@@ -276,7 +276,36 @@ def checkpoint(rank, world, device):
             "loaded": [encode(p.full_tensor()) for p in loaded.parameters()]}
 
 
-SCENARIOS = {"checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
+def hosts(rank, world, device):
+    """Ranks on two daemons standing for two hosts: the collectives that
+    run across daemons, DDP training, and one that cannot yet."""
+    out = {}
+    for op in ("sum", "max"):
+        tensor = part(rank, torch.float32).to(device)
+        dist.all_reduce(tensor, op=REDUCE_OPS[op])
+        out[f"all_reduce/{op}"] = encode(tensor)
+    tensor = part(rank, torch.float32).to(device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.AVG)
+    out["all_reduce/avg"] = encode(tensor)
+    for root in (0, world - 1):
+        tensor = part(rank, torch.float32).to(device)
+        dist.broadcast(tensor, src=root)
+        out[f"broadcast/{root}"] = encode(tensor)
+    gathered = torch.empty(world * 6, device=device)
+    dist.all_gather_into_tensor(gathered, part(rank, torch.float32).to(device))
+    out["all_gather"] = encode(gathered)
+    dist.barrier()
+    out.update(models(rank, world, device, cases=("mlp",)))
+    try:
+        dist.reduce_scatter_tensor(torch.empty(6, device=device),
+                                   torch.ones(world * 6, device=device))
+        out["reduce_scatter"] = None
+    except Exception as error:  # noqa: BLE001 - reported to the test
+        out["reduce_scatter"] = f"{type(error).__name__}: {error}"
+    return out
+
+
+SCENARIOS = {"hosts": hosts, "checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
              "dies": dies, "mismatch": mismatch}
 
 

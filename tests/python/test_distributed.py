@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import torch
+import torch_openreg.testing
 
 from daemon_fixture import process_daemon, python_env
 
@@ -32,15 +33,18 @@ def free_port():
 
 
 def run_ranks(scenario, world, timeout=TIMEOUT, silent_ranks=(),
-              **extra_env):
+              sockets=None, **extra_env):
     """Starts `world` ranks of `scenario`; returns (results by rank, the
-    completed processes). Ranks in `silent_ranks` exit without a result."""
+    completed processes). Ranks in `silent_ranks` exit without a result.
+    `sockets` (by rank) says which daemon each rank uses; default: this
+    module's."""
     port = free_port()
-    env = python_env(OPENREG_DAEMON_SOCKET=DAEMON.socket,
-                     OPENREG_AUTOSPAWN="0", **extra_env)
+    sockets = sockets or [DAEMON.socket] * world
     processes = [subprocess.Popen(
         [sys.executable, WORKER, scenario, str(rank), str(world), str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=python_env(OPENREG_DAEMON_SOCKET=sockets[rank],
+                       OPENREG_AUTOSPAWN="0", **extra_env),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for rank in range(world)]
     outputs = []
     try:
@@ -180,6 +184,36 @@ def test_a_sharded_checkpoint_saves_and_loads(tmp_path):
     for result in results:
         assert result["loaded"] == result["saved"]
         assert result["saved"] == results[0]["saved"]
+
+
+def test_ranks_on_two_daemons_standing_for_two_hosts():
+    """Ranks 0-1 on this module's daemon, 2-3 on another: all_reduce and
+    broadcast run hierarchically (within each daemon, then gloo between
+    the daemons' first ranks), and DDP trains as on one daemon."""
+    with torch_openreg.testing.Daemon(devices=2,
+                                      memory_per_device="1GiB") as other:
+        results, _ = run_ranks("hosts", 4, sockets=[DAEMON.socket] * 2 +
+                               [other.socket] * 2)
+    part = distributed_ranks.part
+    floats = [part(r, torch.float32) for r in range(4)]
+    # Within each daemon in rank order, then across daemons.
+    local = [floats[0] + floats[1], floats[2] + floats[3]]
+    total = local[0] + local[1]
+    reference = model_zoo.reference("mlp", 4)
+    for rank, result in enumerate(results):
+        assert result["all_reduce/sum"] == encoded(total), rank
+        assert result["all_reduce/max"] == encoded(
+            torch.maximum(torch.maximum(floats[0], floats[1]),
+                          torch.maximum(floats[2], floats[3]))), rank
+        assert result["all_reduce/avg"] == encoded(total / 4), rank
+        assert result["broadcast/0"] == encoded(floats[0])
+        assert result["broadcast/3"] == encoded(floats[3])
+        for got, want in zip(result["mlp"], reference):
+            assert torch.allclose(torch.tensor(got), want, rtol=0,
+                                  atol=1e-6), rank
+        assert result["all_gather"] == encoded(torch.cat(floats))
+        assert "across several daemons (hosts) is not supported yet" in (
+            result["reduce_scatter"]), result["reduce_scatter"]
 
 
 def test_a_rank_that_dies_fails_the_others_collective_naming_it():

@@ -18,8 +18,6 @@ namespace openreg::torch_backend {
 namespace {
 
 constexpr c10::DeviceType kOpenReg = c10::DeviceType::PrivateUse1;
-// Where rank 0 publishes the communicator id in the group's store.
-constexpr char kCommIdKey[] = "occl_communicator_id";
 
 void CheckOnDevice(const at::Tensor& tensor, const char* what) {
   TORCH_CHECK(tensor.device().type() == kOpenReg, "occl: ", what,
@@ -92,29 +90,122 @@ void WithContiguous(const at::Tensor& tensor, bool copy_back,
 // The daemon's collective calls report failures as Error codes.
 void Check(Error error, const char* call) { CheckRuntime(error, call); }
 
-std::string ReadCommunicatorId(c10d::Store& store, int rank) {
-  if (rank == 0) {
-    std::string id = NewCommId();
-    store.set(kCommIdKey, std::vector<uint8_t>(id.begin(), id.end()));
-    return id;
+// The c10d reduction that finishes `op` among the daemons' first ranks,
+// whose inputs are their daemons' partial results (AVG: a sum, divided
+// afterwards; PREMUL_SUM: already scaled).
+c10d::ReduceOp AcrossHosts(proto::ReduceOp op) {
+  switch (op) {
+    case proto::PRODUCT:
+      return c10d::ReduceOp::PRODUCT;
+    case proto::MIN:
+      return c10d::ReduceOp::MIN;
+    case proto::MAX:
+      return c10d::ReduceOp::MAX;
+    default:
+      return c10d::ReduceOp::SUM;
   }
-  const std::vector<uint8_t> bytes = store.get(kCommIdKey);
-  return std::string(bytes.begin(), bytes.end());
 }
 
 }  // namespace
 
-ProcessGroupOCCL::ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store,
-                                   int rank, int size,
-                                   std::chrono::milliseconds timeout)
-    : c10d::Backend(rank, size) {
-  TORCH_CHECK(store, "occl: the process group needs a store");
-  const std::string id = ReadCommunicatorId(*store, rank);
+ProcessGroupOCCL::ProcessGroupOCCL(int rank, int size,
+                                   std::chrono::milliseconds timeout,
+                                   const std::string& comm_id, Hosts hosts)
+    : c10d::Backend(rank, size), hosts_(std::move(hosts)) {
+  if (hosts_.local_size == 0) hosts_.local_size = size;
+  TORCH_CHECK(hosts_.local_rank >= 0 && hosts_.local_rank < hosts_.local_size &&
+                  hosts_.local_size <= size,
+              "occl: local rank ", hosts_.local_rank, " of ", hosts_.local_size,
+              " in a group of ", size);
+  TORCH_CHECK(
+      !SpansHosts() || static_cast<int>(hosts_.host_of_rank.size()) == size,
+      "occl: a group across daemons needs every rank's daemon");
+  TORCH_CHECK(!SpansHosts() || (hosts_.local_rank == 0) == bool(hosts_.leaders),
+              "occl: a daemon's first rank, and only it, talks to the other "
+              "daemons");
   const double seconds =
       std::chrono::duration_cast<std::chrono::duration<double>>(timeout)
           .count();
-  OPENREG_CHECK(CommInitRank(&comm_, id, size, rank, seconds));
+  OPENREG_CHECK(CommInitRank(&comm_, comm_id, hosts_.local_size,
+                             hosts_.local_rank, seconds));
   joined_ = true;
+}
+
+void ProcessGroupOCCL::RequireOneHost(const char* name) const {
+  TORCH_CHECK(!SpansHosts(), "occl: ", name,
+              " across several daemons (hosts) is not supported yet; "
+              "all_reduce, broadcast, all_gather and barrier are "
+              "(docs/DISTRIBUTED.md, limits)");
+}
+
+void ProcessGroupOCCL::AllReduceAcrossHosts(const at::Tensor& tensor,
+                                            proto::ReduceOp op, double scale,
+                                            StreamId stream) {
+  TORCH_CHECK(op != proto::AVG || at::isFloatingType(tensor.scalar_type()) ||
+                  at::isComplexType(tensor.scalar_type()),
+              "occl: avg needs a floating-point dtype, not ",
+              tensor.scalar_type());
+  void* address = Address(tensor);
+  const int32_t dtype = DtypeCode(tensor);
+  const proto::ReduceOp local = op == proto::AVG ? proto::SUM : op;
+  Check(Reduce(address, address, tensor.numel(), dtype, local, 0, comm_, stream,
+               scale),
+        "Reduce");
+  if (hosts_.local_rank == 0) {
+    // This daemon's partial result, through host memory (gloo), then back.
+    OPENREG_CHECK(StreamSynchronize(stream));
+    at::Tensor host = tensor.to(at::kCPU);
+    std::vector<at::Tensor> parts{host};
+    c10d::AllreduceOptions options;
+    options.reduceOp = AcrossHosts(op);
+    hosts_.leaders->allreduce(parts, options)->wait();
+    if (op == proto::AVG) host.div_(size_);
+    tensor.copy_(host);
+  }
+  Check(Broadcast(address, tensor.numel(), dtype, 0, comm_, stream),
+        "Broadcast");
+}
+
+void ProcessGroupOCCL::AllGatherAcrossHosts(const at::Tensor& input,
+                                            const at::Tensor& output,
+                                            StreamId stream) {
+  // One broadcast per rank into its slot: exact for every dtype, n
+  // collectives (DDP and FSDP gather at setup, not per step).
+  const int64_t block = input.numel();
+  output.narrow(0, rank_ * block, block).copy_(input);
+  for (int root = 0; root < size_; ++root) {
+    BroadcastAcrossHosts(output.narrow(0, root * block, block), root, stream);
+  }
+}
+
+void ProcessGroupOCCL::BroadcastAcrossHosts(const at::Tensor& tensor, int root,
+                                            StreamId stream) {
+  void* address = Address(tensor);
+  const int32_t dtype = DtypeCode(tensor);
+  const int root_host = hosts_.host_of_rank[root];
+  const int my_host = hosts_.host_of_rank[rank_];
+  int root_local = 0;
+  for (int r = 0; r < root; ++r) {
+    root_local += hosts_.host_of_rank[r] == root_host ? 1 : 0;
+  }
+  // The root's daemon first: its first rank then holds the data.
+  if (my_host == root_host) {
+    Check(Broadcast(address, tensor.numel(), dtype, root_local, comm_, stream),
+          "Broadcast");
+  }
+  if (hosts_.local_rank == 0) {
+    OPENREG_CHECK(StreamSynchronize(stream));
+    at::Tensor host = tensor.to(at::kCPU);
+    std::vector<at::Tensor> parts{host};
+    c10d::BroadcastOptions options;
+    options.rootRank = root_host;
+    hosts_.leaders->broadcast(parts, options)->wait();
+    if (my_host != root_host) tensor.copy_(host);
+  }
+  if (my_host != root_host) {
+    Check(Broadcast(address, tensor.numel(), dtype, 0, comm_, stream),
+          "Broadcast");
+  }
 }
 
 ProcessGroupOCCL::~ProcessGroupOCCL() { shutdown(); }
@@ -189,6 +280,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(
              [&, op = op, scale = scale](StreamId stream) {
                for (const at::Tensor& tensor : tensors) {
                  WithContiguous(tensor, true, [&](const at::Tensor& flat) {
+                   if (SpansHosts()) {
+                     AllReduceAcrossHosts(flat, op, scale, stream);
+                     return;
+                   }
                    Check(AllReduce(Address(flat), Address(flat), flat.numel(),
                                    DtypeCode(flat), op, comm_, stream, scale),
                          "AllReduce");
@@ -213,6 +308,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(
       [&](StreamId stream) {
         for (const at::Tensor& tensor : tensors) {
           WithContiguous(tensor, true, [&](const at::Tensor& flat) {
+            if (SpansHosts()) {
+              BroadcastAcrossHosts(flat, static_cast<int>(opts.rootRank),
+                                   stream);
+              return;
+            }
             Check(Broadcast(Address(flat), flat.numel(), DtypeCode(flat),
                             static_cast<int>(opts.rootRank), comm_, stream),
                   "Broadcast");
@@ -223,6 +323,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(
     std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  RequireOneHost("reduce");
   const c10::Device device = DeviceOf(tensors, "reduce tensors");
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
   const int root = static_cast<int>(opts.rootRank);
@@ -256,6 +357,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(
       outputs, [&](StreamId stream) {
         const at::Tensor flat_input = input.contiguous();
         WithContiguous(output, true, [&](const at::Tensor& flat) {
+          if (SpansHosts()) {
+            AllGatherAcrossHosts(flat_input, flat, stream);
+            return;
+          }
           Check(AllGather(Address(flat_input), Address(flat),
                           flat_input.numel(), DtypeCode(flat), comm_, stream),
                 "AllGather");
@@ -286,9 +391,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allgather(
         const at::Tensor input = inputs[0].contiguous();
         const at::Tensor gathered =
             at::empty({size_ * input.numel()}, input.options());
-        Check(AllGather(Address(input), Address(gathered), input.numel(),
-                        DtypeCode(input), comm_, stream),
-              "AllGather");
+        if (SpansHosts()) {
+          AllGatherAcrossHosts(input, gathered, stream);
+        } else {
+          Check(AllGather(Address(input), Address(gathered), input.numel(),
+                          DtypeCode(input), comm_, stream),
+                "AllGather");
+        }
         for (int r = 0; r < size_; ++r) {
           parts[r].copy_(gathered.narrow(0, r * input.numel(), input.numel())
                              .view(parts[r].sizes()));
@@ -314,6 +423,7 @@ ProcessGroupOCCL::allgather_into_tensor_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input,
     const c10d::ReduceScatterOptions& opts) {
+  RequireOneHost("reduce_scatter_tensor");
   std::vector<at::Tensor> inputs{input}, outputs{output};
   const c10::Device device = DeviceOf(inputs, "reduce_scatter input");
   DeviceOf(outputs, "reduce_scatter output");
@@ -338,6 +448,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(
     std::vector<at::Tensor>& outputs,
     std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
+  RequireOneHost("reduce_scatter");
   TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1,
               "occl: reduce_scatter takes one output tensor per rank");
   const c10::Device device = DeviceOf(outputs, "reduce_scatter output");
@@ -384,6 +495,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(
     at::Tensor& output, at::Tensor& input,
     std::vector<int64_t>& output_split_sizes,
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
+  RequireOneHost("all_to_all_single");
   std::vector<at::Tensor> inputs{input}, outputs{output};
   const c10::Device device = DeviceOf(inputs, "all_to_all input");
   DeviceOf(outputs, "all_to_all output");
@@ -418,6 +530,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllToAllOptions&) {
+  RequireOneHost("all_to_all");
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ &&
                   static_cast<int>(outputs.size()) == size_,
               "occl: all_to_all takes one input and one output per rank");
@@ -452,6 +565,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(
     std::vector<std::vector<at::Tensor>>& outputs,
     std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
+  RequireOneHost("gather");
   TORCH_CHECK(inputs.size() == 1, "occl: gather takes one input tensor");
   const c10::Device device = DeviceOf(inputs, "gather input");
   const int root = static_cast<int>(opts.rootRank);
@@ -485,6 +599,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(
     std::vector<at::Tensor>& outputs,
     std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
+  RequireOneHost("scatter");
   TORCH_CHECK(outputs.size() == 1, "occl: scatter takes one output tensor");
   const c10::Device device = DeviceOf(outputs, "scatter output");
   const int root = static_cast<int>(opts.rootRank);
@@ -524,9 +639,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(
     index = impl.getDevice().index();
   }
   const c10::Device device(kOpenReg, index);
-  auto work =
-      Run(c10d::OpType::BARRIER, "barrier", device, {}, {},
-          [&](StreamId stream) { Check(Barrier(comm_, stream), "Barrier"); });
+  auto work = Run(c10d::OpType::BARRIER, "barrier", device, {}, {},
+                  [&](StreamId stream) {
+                    Check(Barrier(comm_, stream), "Barrier");
+                    if (SpansHosts()) {
+                      // Every daemon's ranks met; their first ranks meet in
+                      // gloo, then each daemon's ranks again.
+                      if (hosts_.local_rank == 0) {
+                        OPENREG_CHECK(StreamSynchronize(stream));
+                        hosts_.leaders->barrier()->wait();
+                      }
+                      Check(Barrier(comm_, stream), "Barrier");
+                    }
+                  });
   // As NCCL's: barrier() returns once the barrier completed on the device.
   work->synchronize();
   return work;

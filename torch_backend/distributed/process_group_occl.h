@@ -7,7 +7,9 @@
 //
 // The ranks of a group agree on a communicator id through the group's
 // c10d store (rank 0 writes it, the others read it), as NCCL's unique id
-// travels; each rank then joins it in its daemon.
+// travels; each rank then joins it in its daemon. When the ranks reach
+// several daemons (one per host), each daemon's ranks form a communicator
+// of their own, and their first ranks talk through gloo.
 #ifndef OPENREG_TORCH_BACKEND_DISTRIBUTED_PROCESS_GROUP_OCCL_H_
 #define OPENREG_TORCH_BACKEND_DISTRIBUTED_PROCESS_GROUP_OCCL_H_
 
@@ -16,7 +18,6 @@
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
-#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "openreg/collectives.h"
@@ -28,10 +29,23 @@ class ProcessGroupOCCL : public c10d::Backend {
  public:
   static constexpr const char* kName = "occl";
 
-  // Joins the group's communicator (a blocking store exchange, bounded by
-  // `timeout`, which also bounds each collective's wait for the others).
-  ProcessGroupOCCL(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                   int size, std::chrono::milliseconds timeout);
+  // Where this rank sits when the group's ranks reach several daemons
+  // (hosts): its rank among its own daemon's ranks, their number, and, on
+  // each daemon's first rank only, the gloo group of those first ranks.
+  struct Hosts {
+    int local_rank = 0;
+    int local_size = 0;
+    // The daemon of every rank, numbered by first rank; the gloo group's
+    // rank of a daemon's first rank is its daemon's number.
+    std::vector<int> host_of_rank;
+    c10::intrusive_ptr<c10d::Backend> leaders;
+  };
+
+  // Joins communicator `comm_id` (shared through the group's store by the
+  // Python creator, torch_openreg/distributed.py) with the ranks of this
+  // daemon. `timeout` also bounds each collective's wait for the others.
+  ProcessGroupOCCL(int rank, int size, std::chrono::milliseconds timeout,
+                   const std::string& comm_id, Hosts hosts);
   ~ProcessGroupOCCL() override;
 
   const std::string getBackendName() const override { return kName; }
@@ -110,7 +124,22 @@ class ProcessGroupOCCL : public c10d::Backend {
                                      const std::vector<at::Tensor>& outputs,
                                      const Enqueue& enqueue);
   c10::Stream CommunicationStream(c10::Device device);
+  // The group spans several daemons: collectives run hierarchically
+  // (docs/DISTRIBUTED.md, "Several hosts").
+  bool SpansHosts() const { return hosts_.local_size != size_; }
+  // Refuses a collective that has no multi-daemon form yet.
+  void RequireOneHost(const char* name) const;
+  // all_reduce across daemons: reduce to the daemon's first rank, gloo
+  // all_reduce among first ranks (host memory), broadcast back.
+  void AllReduceAcrossHosts(const at::Tensor& tensor, proto::ReduceOp op,
+                            double scale, StreamId stream);
+  void BroadcastAcrossHosts(const at::Tensor& tensor, int root,
+                            StreamId stream);
+  // `input` and `output` contiguous; output holds size x input.
+  void AllGatherAcrossHosts(const at::Tensor& input, const at::Tensor& output,
+                            StreamId stream);
 
+  Hosts hosts_;
   CommId comm_ = 0;
   bool joined_ = false;
   std::vector<std::optional<c10::Stream>> streams_;

@@ -63,6 +63,9 @@ std::string GetLastErrorMessage();
 // ---- Connection --------------------------------------------------------
 // Connects and attaches now instead of at the first call.
 Error Init();
+// The control socket this process attaches to: $OPENREG_DAEMON_SOCKET,
+// else the default path (data_plane/socket_path.h). Never connects.
+std::string DaemonSocketPath();
 // Where the client looks for the daemon: $OPENREG_DAEMON_SOCKET, else
 // $XDG_RUNTIME_DIR/openreg/daemon.sock, else /tmp/openreg-$UID/daemon.sock.
 std::string DefaultSocketPath();
