@@ -223,8 +223,8 @@ void ProcessGroupOCCL::shutdown() {
 }
 
 c10::Stream ProcessGroupOCCL::CommunicationStream(c10::Device device) {
-  const int device_index = device.index();
-  const auto index = static_cast<size_t>(device_index);
+  const auto index =
+      static_cast<size_t>(static_cast<unsigned char>(device.index()));
   if (streams_.size() <= index) streams_.resize(index + 1);
   if (!streams_[index].has_value()) {
     streams_[index] = StreamFromPool(device.index(), /*priority=*/0);
@@ -464,6 +464,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(
       c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, parts, outputs,
       [&, op = op, scale = scale](StreamId stream) {
         std::vector<at::Tensor> flat_parts;
+        flat_parts.reserve(parts.size());
         for (const at::Tensor& part : parts) {
           flat_parts.push_back(part.reshape({-1}));
         }
@@ -546,6 +547,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
       c10d::OpType::ALLTOALL, "all_to_all", device, inputs, outputs,
       [&](StreamId stream) {
         std::vector<at::Tensor> flat_inputs;
+        flat_inputs.reserve(inputs.size());
         for (const at::Tensor& tensor : inputs) {
           flat_inputs.push_back(tensor.reshape({-1}));
         }
@@ -616,6 +618,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(
         at::Tensor sent;
         if (rank_ == root) {
           std::vector<at::Tensor> flat;
+          flat.reserve(parts.size());
           for (const at::Tensor& part : parts) {
             flat.push_back(part.reshape({-1}));
           }
