@@ -296,12 +296,25 @@ def hosts(rank, world, device):
     out["all_gather"] = encode(gathered)
     dist.barrier()
     out.update(models(rank, world, device, cases=("mlp",)))
-    try:
-        dist.reduce_scatter_tensor(torch.empty(6, device=device),
-                                   torch.ones(world * 6, device=device))
-        out["reduce_scatter"] = None
-    except Exception as error:  # noqa: BLE001 - reported to the test
-        out["reduce_scatter"] = f"{type(error).__name__}: {error}"
+    big = torch.cat([part(rank + 10 * q, torch.float32)
+                     for q in range(world)]).to(device)
+    scattered = torch.empty(6, device=device)
+    dist.reduce_scatter_tensor(scattered, big)
+    out["reduce_scatter"] = encode(scattered)
+    received = torch.empty_like(big)
+    dist.all_to_all_single(received, big)
+    out["all_to_all"] = encode(received)
+    tensor = part(rank, torch.float32).to(device)
+    dist.reduce(tensor, dst=world - 1)
+    out["reduce"] = encode(tensor)
+    gathered = ([torch.empty(6, device=device) for _ in range(world)]
+                if rank == 1 else None)
+    dist.gather(part(rank, torch.float32).to(device), gathered, dst=1)
+    out["gather"] = encode(torch.cat(gathered)) if rank == 1 else None
+    received = torch.empty(6, device=device)
+    dist.scatter(received, list(big.chunk(world)) if rank == 2 else None,
+                 src=2)
+    out["scatter"] = encode(received)
     return out
 
 

@@ -187,9 +187,9 @@ def test_a_sharded_checkpoint_saves_and_loads(tmp_path):
 
 
 def test_ranks_on_two_daemons_standing_for_two_hosts():
-    """Ranks 0-1 on this module's daemon, 2-3 on another: all_reduce and
-    broadcast run hierarchically (within each daemon, then gloo between
-    the daemons' first ranks), and DDP trains as on one daemon."""
+    """Ranks 0-1 on this module's daemon, 2-3 on another: every collective
+    runs hierarchically (within each daemon, then gloo between the
+    daemons' first ranks), and DDP trains as on one daemon."""
     with torch_openreg.testing.Daemon(devices=2,
                                       memory_per_device="1GiB") as other:
         results, _ = run_ranks("hosts", 4, sockets=[DAEMON.socket] * 2 +
@@ -212,8 +212,30 @@ def test_ranks_on_two_daemons_standing_for_two_hosts():
             assert torch.allclose(torch.tensor(got), want, rtol=0,
                                   atol=1e-6), rank
         assert result["all_gather"] == encoded(torch.cat(floats))
-        assert "across several daemons (hosts) is not supported yet" in (
-            result["reduce_scatter"]), result["reduce_scatter"]
+        sent = [[part(r + 10 * q, torch.float32) for q in range(4)]
+                for r in range(4)]
+        block = [sent[q][rank] for q in range(4)]
+        assert result["reduce_scatter"] == encoded(
+            (block[0] + block[1]) + (block[2] + block[3]))
+        assert result["all_to_all"] == encoded(torch.cat(block))
+        assert result["scatter"] == encoded(sent[2][rank])
+        if rank == 3:
+            assert result["reduce"] == encoded(total)
+        else:  # a non-root's input is left as it was
+            assert result["reduce"] == encoded(floats[rank])
+        if rank == 1:
+            assert result["gather"] == encoded(torch.cat(floats))
+
+
+def test_fsdp2_across_two_daemons_equals_single_process():
+    with torch_openreg.testing.Daemon(devices=2,
+                                      memory_per_device="1GiB") as other:
+        results, _ = run_ranks("fsdp", 4, sockets=[DAEMON.socket] * 2 +
+                               [other.socket] * 2)
+    reference = model_zoo.reference("transformer", 3)
+    for rank in range(4):
+        for got, want in zip(results[rank]["transformer"], reference):
+            assert torch.allclose(torch.tensor(got), want, rtol=0, atol=1e-5)
 
 
 def test_a_rank_that_dies_fails_the_others_collective_naming_it():

@@ -131,11 +131,90 @@ ProcessGroupOCCL::ProcessGroupOCCL(int rank, int size,
   joined_ = true;
 }
 
-void ProcessGroupOCCL::RequireOneHost(const char* name) const {
-  TORCH_CHECK(!SpansHosts(), "occl: ", name,
-              " across several daemons (hosts) is not supported yet; "
-              "all_reduce, broadcast, all_gather and barrier are "
-              "(docs/DISTRIBUTED.md, limits)");
+void ProcessGroupOCCL::ReduceOnStream(const at::Tensor& tensor,
+                                      proto::ReduceOp op, double scale,
+                                      int root, StreamId stream) {
+  if (!SpansHosts()) {
+    Check(Reduce(Address(tensor), Address(tensor), tensor.numel(),
+                 DtypeCode(tensor), op, root, comm_, stream, scale),
+          "Reduce");
+    return;
+  }
+  // An all_reduce whose result only the root keeps.
+  const at::Tensor reduced = tensor.clone();
+  AllReduceAcrossHosts(reduced, op, scale, stream);
+  if (rank_ == root) tensor.copy_(reduced);
+}
+
+void ProcessGroupOCCL::ReduceScatterOnStream(const at::Tensor& input,
+                                             const at::Tensor& output,
+                                             proto::ReduceOp op, double scale,
+                                             StreamId stream) {
+  if (!SpansHosts()) {
+    Check(ReduceScatter(Address(input), Address(output), output.numel(),
+                        DtypeCode(output), op, comm_, stream, scale),
+          "ReduceScatter");
+    return;
+  }
+  // An all_reduce of the whole input, of which each rank keeps its block.
+  const at::Tensor reduced = input.reshape({-1}).clone();
+  AllReduceAcrossHosts(reduced, op, scale, stream);
+  output.view({-1}).copy_(
+      reduced.narrow(0, rank_ * output.numel(), output.numel()));
+}
+
+void ProcessGroupOCCL::AllToAllOnStream(const at::Tensor& input,
+                                        const at::Tensor& output,
+                                        StreamId stream) {
+  const int64_t block = output.numel() / size_;
+  if (!SpansHosts()) {
+    Check(AllToAll(Address(input), Address(output), block, DtypeCode(output),
+                   comm_, stream),
+          "AllToAll");
+    return;
+  }
+  // Every rank's whole input everywhere; each rank takes its blocks.
+  const at::Tensor gathered =
+      at::empty({size_ * input.numel()}, input.options());
+  AllGatherAcrossHosts(input, gathered, stream);
+  const at::Tensor flat = output.view({-1});
+  for (int from = 0; from < size_; ++from) {
+    flat.narrow(0, from * block, block)
+        .copy_(gathered.narrow(0, from * input.numel() + rank_ * block, block));
+  }
+}
+
+void ProcessGroupOCCL::GatherOnStream(const at::Tensor& input,
+                                      const at::Tensor& output, int root,
+                                      StreamId stream) {
+  if (!SpansHosts()) {
+    Check(Gather(Address(input), output.defined() ? Address(output) : nullptr,
+                 input.numel(), DtypeCode(input), root, comm_, stream),
+          "Gather");
+    return;
+  }
+  const at::Tensor gathered =
+      at::empty({size_ * input.numel()}, input.options());
+  AllGatherAcrossHosts(input, gathered, stream);
+  if (rank_ == root) output.view({-1}).copy_(gathered);
+}
+
+void ProcessGroupOCCL::ScatterOnStream(const at::Tensor& input,
+                                       const at::Tensor& output, int root,
+                                       StreamId stream) {
+  if (!SpansHosts()) {
+    Check(Scatter(input.defined() ? Address(input) : nullptr, Address(output),
+                  output.numel(), DtypeCode(output), root, comm_, stream),
+          "Scatter");
+    return;
+  }
+  // The root's whole input everywhere; each rank takes its block.
+  const at::Tensor everything =
+      rank_ == root ? input.reshape({-1}).clone()
+                    : at::empty({size_ * output.numel()}, output.options());
+  BroadcastAcrossHosts(everything, root, stream);
+  output.view({-1}).copy_(
+      everything.narrow(0, rank_ * output.numel(), output.numel()));
 }
 
 void ProcessGroupOCCL::AllReduceAcrossHosts(const at::Tensor& tensor,
@@ -172,9 +251,10 @@ void ProcessGroupOCCL::AllGatherAcrossHosts(const at::Tensor& input,
   // One broadcast per rank into its slot: exact for every dtype, n
   // collectives (DDP and FSDP gather at setup, not per step).
   const int64_t block = input.numel();
-  output.narrow(0, rank_ * block, block).copy_(input);
+  const at::Tensor flat = output.view({-1});
+  flat.narrow(0, rank_ * block, block).copy_(input.view({-1}));
   for (int root = 0; root < size_; ++root) {
-    BroadcastAcrossHosts(output.narrow(0, root * block, block), root, stream);
+    BroadcastAcrossHosts(flat.narrow(0, root * block, block), root, stream);
   }
 }
 
@@ -323,21 +403,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::broadcast(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(
     std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
-  RequireOneHost("reduce");
   const c10::Device device = DeviceOf(tensors, "reduce tensors");
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
   const int root = static_cast<int>(opts.rootRank);
-  return Run(
-      c10d::OpType::REDUCE, "reduce", device, tensors, tensors,
-      [&, op = op, scale = scale](StreamId stream) {
-        for (const at::Tensor& tensor : tensors) {
-          WithContiguous(tensor, rank_ == root, [&](const at::Tensor& flat) {
-            Check(Reduce(Address(flat), Address(flat), flat.numel(),
-                         DtypeCode(flat), op, root, comm_, stream, scale),
-                  "Reduce");
-          });
-        }
-      });
+  return Run(c10d::OpType::REDUCE, "reduce", device, tensors, tensors,
+             [&, op = op, scale = scale](StreamId stream) {
+               for (const at::Tensor& tensor : tensors) {
+                 WithContiguous(tensor, rank_ == root,
+                                [&](const at::Tensor& flat) {
+                                  ReduceOnStream(flat, op, scale, root, stream);
+                                });
+               }
+             });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_allgather_base(
@@ -423,7 +500,6 @@ ProcessGroupOCCL::allgather_into_tensor_coalesced(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input,
     const c10d::ReduceScatterOptions& opts) {
-  RequireOneHost("reduce_scatter_tensor");
   std::vector<at::Tensor> inputs{input}, outputs{output};
   const c10::Device device = DeviceOf(inputs, "reduce_scatter input");
   DeviceOf(outputs, "reduce_scatter output");
@@ -432,23 +508,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(
               " elements, not the output's ", output.numel(), " x ", size_,
               " ranks");
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
-  return Run(
-      c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", device,
-      inputs, outputs, [&, op = op, scale = scale](StreamId stream) {
-        const at::Tensor flat_input = input.contiguous();
-        WithContiguous(output, true, [&](const at::Tensor& flat) {
-          Check(ReduceScatter(Address(flat_input), Address(flat), flat.numel(),
-                              DtypeCode(flat), op, comm_, stream, scale),
-                "ReduceScatter");
-        });
-      });
+  return Run(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
+             device, inputs, outputs,
+             [&, op = op, scale = scale](StreamId stream) {
+               const at::Tensor flat_input = input.contiguous();
+               WithContiguous(output, true, [&](const at::Tensor& flat) {
+                 ReduceScatterOnStream(flat_input, flat, op, scale, stream);
+               });
+             });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(
     std::vector<at::Tensor>& outputs,
     std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  RequireOneHost("reduce_scatter");
   TORCH_CHECK(outputs.size() == 1 && inputs.size() == 1,
               "occl: reduce_scatter takes one output tensor per rank");
   const c10::Device device = DeviceOf(outputs, "reduce_scatter output");
@@ -460,21 +533,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(
     CheckOnDevice(part, "reduce_scatter inputs");
   }
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
-  return Run(
-      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, parts, outputs,
-      [&, op = op, scale = scale](StreamId stream) {
-        std::vector<at::Tensor> flat_parts;
-        flat_parts.reserve(parts.size());
-        for (const at::Tensor& part : parts) {
-          flat_parts.push_back(part.reshape({-1}));
-        }
-        const at::Tensor stacked = at::cat(flat_parts);
-        WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
-          Check(ReduceScatter(Address(stacked), Address(flat), flat.numel(),
-                              DtypeCode(flat), op, comm_, stream, scale),
-                "ReduceScatter");
-        });
-      });
+  return Run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, parts,
+             outputs, [&, op = op, scale = scale](StreamId stream) {
+               std::vector<at::Tensor> flat_parts;
+               flat_parts.reserve(parts.size());
+               for (const at::Tensor& part : parts) {
+                 flat_parts.push_back(part.reshape({-1}));
+               }
+               const at::Tensor stacked = at::cat(flat_parts);
+               WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
+                 ReduceScatterOnStream(stacked, flat, op, scale, stream);
+               });
+             });
 }
 
 c10::intrusive_ptr<c10d::Work>
@@ -496,7 +566,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(
     at::Tensor& output, at::Tensor& input,
     std::vector<int64_t>& output_split_sizes,
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions&) {
-  RequireOneHost("all_to_all_single");
   std::vector<at::Tensor> inputs{input}, outputs{output};
   const c10::Device device = DeviceOf(inputs, "all_to_all input");
   DeviceOf(outputs, "all_to_all output");
@@ -516,22 +585,18 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(
               "occl: all_to_all_single: input and output must have the same "
               "number of elements, divisible by ",
               size_, " ranks");
-  return Run(
-      c10d::OpType::ALLTOALL_BASE, "all_to_all_single", device, inputs, outputs,
-      [&](StreamId stream) {
-        const at::Tensor flat_input = input.contiguous();
-        WithContiguous(output, true, [&](const at::Tensor& flat) {
-          Check(AllToAll(Address(flat_input), Address(flat),
-                         flat.numel() / size_, DtypeCode(flat), comm_, stream),
-                "AllToAll");
-        });
-      });
+  return Run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", device, inputs,
+             outputs, [&](StreamId stream) {
+               const at::Tensor flat_input = input.contiguous();
+               WithContiguous(output, true, [&](const at::Tensor& flat) {
+                 AllToAllOnStream(flat_input, flat, stream);
+               });
+             });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllToAllOptions&) {
-  RequireOneHost("all_to_all");
   TORCH_CHECK(static_cast<int>(inputs.size()) == size_ &&
                   static_cast<int>(outputs.size()) == size_,
               "occl: all_to_all takes one input and one output per rank");
@@ -554,9 +619,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
         const at::Tensor sent = at::cat(flat_inputs);
         const at::Tensor received = at::empty_like(sent);
         const int64_t block = inputs[0].numel();
-        Check(AllToAll(Address(sent), Address(received), block, DtypeCode(sent),
-                       comm_, stream),
-              "AllToAll");
+        AllToAllOnStream(sent, received, stream);
         for (int r = 0; r < size_; ++r) {
           outputs[r].copy_(
               received.narrow(0, r * block, block).view(outputs[r].sizes()));
@@ -567,7 +630,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(
     std::vector<std::vector<at::Tensor>>& outputs,
     std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
-  RequireOneHost("gather");
   TORCH_CHECK(inputs.size() == 1, "occl: gather takes one input tensor");
   const c10::Device device = DeviceOf(inputs, "gather input");
   const int root = static_cast<int>(opts.rootRank);
@@ -586,10 +648,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(
         if (rank_ == root) {
           gathered = at::empty({size_ * input.numel()}, input.options());
         }
-        Check(Gather(Address(input),
-                     gathered.defined() ? Address(gathered) : nullptr,
-                     input.numel(), DtypeCode(input), root, comm_, stream),
-              "Gather");
+        GatherOnStream(input, gathered, root, stream);
         for (int r = 0; r < static_cast<int>(parts.size()); ++r) {
           parts[r].copy_(gathered.narrow(0, r * input.numel(), input.numel())
                              .view(parts[r].sizes()));
@@ -601,7 +660,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(
     std::vector<at::Tensor>& outputs,
     std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ScatterOptions& opts) {
-  RequireOneHost("scatter");
   TORCH_CHECK(outputs.size() == 1, "occl: scatter takes one output tensor");
   const c10::Device device = DeviceOf(outputs, "scatter output");
   const int root = static_cast<int>(opts.rootRank);
@@ -612,24 +670,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::scatter(
         "occl: scatter: the root needs one input per rank");
     parts = inputs[0];
   }
-  return Run(
-      c10d::OpType::SCATTER, "scatter", device, parts, outputs,
-      [&, root](StreamId stream) {
-        at::Tensor sent;
-        if (rank_ == root) {
-          std::vector<at::Tensor> flat;
-          flat.reserve(parts.size());
-          for (const at::Tensor& part : parts) {
-            flat.push_back(part.reshape({-1}));
-          }
-          sent = at::cat(flat);
-        }
-        WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
-          Check(Scatter(sent.defined() ? Address(sent) : nullptr, Address(flat),
-                        flat.numel(), DtypeCode(flat), root, comm_, stream),
-                "Scatter");
-        });
-      });
+  return Run(c10d::OpType::SCATTER, "scatter", device, parts, outputs,
+             [&, root](StreamId stream) {
+               at::Tensor sent;
+               if (rank_ == root) {
+                 std::vector<at::Tensor> flat;
+                 flat.reserve(parts.size());
+                 for (const at::Tensor& part : parts) {
+                   flat.push_back(part.reshape({-1}));
+                 }
+                 sent = at::cat(flat);
+               }
+               WithContiguous(outputs[0], true, [&](const at::Tensor& flat) {
+                 ScatterOnStream(sent, flat, root, stream);
+               });
+             });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(

@@ -127,8 +127,20 @@ class ProcessGroupOCCL : public c10d::Backend {
   // The group spans several daemons: collectives run hierarchically
   // (docs/DISTRIBUTED.md, "Several hosts").
   bool SpansHosts() const { return hosts_.local_size != size_; }
-  // Refuses a collective that has no multi-daemon form yet.
-  void RequireOneHost(const char* name) const;
+  // The runtime's collectives on this rank's communicator, or, across
+  // daemons, their composition from the hierarchical all_reduce,
+  // broadcast and all_gather below. Tensors are contiguous; `output` of
+  // gather and `input` of scatter are defined at the root only.
+  void ReduceOnStream(const at::Tensor& tensor, proto::ReduceOp op,
+                      double scale, int root, StreamId stream);
+  void ReduceScatterOnStream(const at::Tensor& input, const at::Tensor& output,
+                             proto::ReduceOp op, double scale, StreamId stream);
+  void AllToAllOnStream(const at::Tensor& input, const at::Tensor& output,
+                        StreamId stream);
+  void GatherOnStream(const at::Tensor& input, const at::Tensor& output,
+                      int root, StreamId stream);
+  void ScatterOnStream(const at::Tensor& input, const at::Tensor& output,
+                       int root, StreamId stream);
   // all_reduce across daemons: reduce to the daemon's first rank, gloo
   // all_reduce among first ranks (host memory), broadcast back.
   void AllReduceAcrossHosts(const at::Tensor& tensor, proto::ReduceOp op,
