@@ -11,7 +11,9 @@ devices rank % 2 of the bench's daemon). Baselines in the same run:
   <= 0.33x);
 - small all_reduce (4 KiB): occl's median against gloo's;
 - a DDP training step of an MLP on 2 ranks against the single-process step
-  on openreg with the same global batch (bar: <= 1.5x).
+  on openreg with the same global batch (bar: <= 1.5x);
+- 4 ranks on two daemons standing for two hosts: the hierarchical
+  all_reduce against gloo alone on the same 4 ranks.
 
 The daemon does the work: its CPU per all_reduce is printed beside the
 ranks' own."""
@@ -46,15 +48,18 @@ def _daemon_pid():
         return int(lock.read().split()[0])
 
 
-def _run(backend, world, size, iterations):
+def _run(backend, world, size, iterations, sockets=None):
     """(median seconds, rank 0's CPU per all_reduce, daemon CPU per
-    all_reduce)."""
+    all_reduce). `sockets` (by rank): the daemon of each rank, default the
+    bench's."""
     port = _free_port()
     daemon = _daemon_pid()
     daemon_before = _process_cpu(daemon)
+    sockets = sockets or [os.environ.get("OPENREG_DAEMON_SOCKET", "")] * world
     processes = [subprocess.Popen(
         [sys.executable, os.path.join(HERE, "collective_ranks.py"), backend,
          str(rank), str(world), str(port), str(size), str(iterations)],
+        env={**os.environ, "OPENREG_DAEMON_SOCKET": sockets[rank]},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for rank in range(world)]
     outputs = [process.communicate(timeout=600) for process in processes]
@@ -109,7 +114,27 @@ def collectives(torch, scale):
         rows.append((f"all_reduce 4 KiB p50, {world} ranks", "gloo (CPU)",
                      small_gloo, small_occl))
     rows.append(_ddp_row(torch, max(5, int(20 * scale))))
+    rows.append(_two_hosts_row(iterations))
     return rows
+
+
+def _two_hosts_row(iterations):
+    """4 ranks on two daemons standing for two hosts (2 ranks each):
+    hierarchical all_reduce of 64 MiB against gloo alone on the same 4
+    ranks."""
+    import torch_openreg.testing
+
+    with torch_openreg.testing.Daemon(devices=2) as other:
+        sockets = [os.environ.get("OPENREG_DAEMON_SOCKET", "")] * 2 + [
+            other.socket] * 2
+        occl, _, _ = _run("occl", 4, LARGE, iterations, sockets)
+    gloo, _, _ = _run("gloo", 4, LARGE, iterations)
+    bus = 2 * 3 / 4
+    print(f"all_reduce 64 MiB, 4 ranks on two daemons: occl {occl * 1e3:.1f}"
+          f" ms (busbw {LARGE / occl * bus / 1e9:.2f} GB/s), gloo "
+          f"{gloo * 1e3:.1f} ms (busbw {LARGE / gloo * bus / 1e9:.2f} GB/s)")
+    return ("all_reduce 64 MiB, 4 ranks, 2 daemons", "gloo (CPU)", gloo,
+            occl)
 
 
 def _ddp_row(torch, iterations):
