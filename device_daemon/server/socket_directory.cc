@@ -1,6 +1,7 @@
 #include "device_daemon/server/socket_directory.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -154,6 +155,16 @@ absl::Status SocketDirectory::RestrictSocket(const std::string& name,
   if (fchmodat(fd_, name.c_str(), mode, AT_SYMLINK_NOFOLLOW) != 0) {
     return absl::InternalError(absl::StrCat("cannot chmod ", path_, "/", name,
                                             ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SocketDirectory::RenameSocket(const std::string& from,
+                                           const std::string& to) const {
+  if (renameat2(fd_, from.c_str(), fd_, to.c_str(), RENAME_NOREPLACE) != 0) {
+    return absl::InternalError(absl::StrCat("cannot rename ", path_, "/", from,
+                                            " to ", to, ": ",
+                                            std::strerror(errno)));
   }
   return absl::OkStatus();
 }

@@ -43,6 +43,9 @@ class SocketDirectory {
   // Sets a socket created by bind() to `mode` without following symlinks;
   // fails when `name` is not a socket of this user.
   absl::Status RestrictSocket(const std::string& name, int mode) const;
+  // Renames socket `from` to `to` in this folder; `to` must not exist.
+  absl::Status RenameSocket(const std::string& from,
+                            const std::string& to) const;
 
  private:
   SocketDirectory(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}

@@ -33,13 +33,27 @@ UnixListener::UnixListener(const SocketDirectory* directory,
 UnixListener::~UnixListener() { Close(); }
 
 absl::Status UnixListener::Open() {
-  absl::StatusOr<int> listen_fd = ListenUnix(socket_path_);
+  // "." and the pid: unique to this daemon, hidden, and never longer than
+  // the attach socket's name ("<name>.attach"), so the path fits whenever
+  // the daemon's own paths do.
+  const std::string binding_name = absl::StrCat(".", getpid());
+  const std::string binding_path =
+      absl::StrCat(directory_->path(), "/", binding_name);
+  absl::Status cleared = directory_->RemoveStaleSocket(binding_name);
+  if (!cleared.ok()) return cleared;
+  absl::StatusOr<int> listen_fd = ListenUnix(binding_path);
   if (!listen_fd.ok()) return listen_fd.status();
+  absl::Status placed = directory_->RestrictSocket(binding_name, 0600);
+  if (placed.ok()) {
+    placed = directory_->RenameSocket(binding_name, BaseName(socket_path_));
+  }
+  if (!placed.ok()) {
+    close(*listen_fd);
+    directory_->RemoveOwnSocket(binding_name);
+    return placed;
+  }
   listen_fd_ = *listen_fd;
   fcntl(listen_fd_, F_SETFL, fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
-  absl::Status restricted =
-      directory_->RestrictSocket(BaseName(socket_path_), 0600);
-  if (!restricted.ok()) return restricted;
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) {
     return absl::InternalError(absl::StrCat("eventfd: ", std::strerror(errno)));

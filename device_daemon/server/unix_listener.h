@@ -4,10 +4,14 @@
 // Open() binds the socket in the socket folder (socket_directory.h; the path
 // must not exist), lets only this user connect (mode 0600; the owner checks
 // SO_PEERCRED as well) and makes it non-blocking, so that accepting drains
-// the backlog and then stops. The owner's thread polls listen_fd() and
-// wake_fd(); wake_fd() turns readable once Wake() is called, and the thread
-// must then return. Close() closes both and removes the socket file. Not
-// thread-safe: Open, Wake and Close are the owner's Start and Stop.
+// the backlog and then stops. The socket file appears only once it listens
+// with its final mode: it is bound under a temporary name and renamed into
+// place, so a client that sees the file (a readiness check, an autospawn
+// wait) is never refused (ECONNREFUSED between bind and listen). The owner's
+// thread polls listen_fd() and wake_fd(); wake_fd() turns readable once Wake()
+// is called, and the thread must then return. Close() closes both and removes
+// the socket file. Not thread-safe: Open, Wake and Close are the owner's Start
+// and Stop.
 #ifndef OPENREG_DEVICE_DAEMON_SERVER_UNIX_LISTENER_H_
 #define OPENREG_DEVICE_DAEMON_SERVER_UNIX_LISTENER_H_
 

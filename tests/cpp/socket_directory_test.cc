@@ -5,21 +5,27 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "data_plane/unix_socket.h"
 #include "device_daemon/server/instance_lock.h"
+#include "device_daemon/server/unix_listener.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cpp/runtime_test_daemon.h"
@@ -172,6 +178,51 @@ TEST_F(SocketDirectoryTest, NeverWritesThroughASymlinkedLockFile) {
   EXPECT_EQ(daemon.code, 1) << daemon.stderr_text;
   EXPECT_THAT(daemon.stderr_text, HasSubstr("single link"));
   EXPECT_EQ(ReadFile(victim_), "precious data\n");
+}
+
+// A client that waits for the socket file (a test's readiness check, an
+// autospawning client) connects as soon as it sees it: the file never
+// exists before the socket listens with its final mode.
+TEST_F(SocketDirectoryTest, ASocketAcceptsConnectionsTheMomentItsFileAppears) {
+  const std::string folder = top_ + "/ready";
+  ASSERT_EQ(mkdir(folder.c_str(), 0700), 0);
+  const std::string socket = folder + "/d.sock";
+  absl::StatusOr<SocketDirectory> directory = SocketDirectory::Open(socket);
+  ASSERT_TRUE(directory.ok()) << directory.status();
+  const int watch = inotify_init1(IN_CLOEXEC);
+  ASSERT_GE(watch, 0);
+  ASSERT_GE(inotify_add_watch(watch, folder.c_str(), IN_CREATE | IN_MOVED_TO),
+            0);
+  for (int round = 0; round < 20; ++round) {
+    UnixListener listener(&*directory, socket, "test socket");
+    absl::Status opened;
+    std::thread opener([&] { opened = listener.Open(); });
+    bool appeared = false;
+    while (!appeared) {
+      alignas(inotify_event) char events[4096];
+      const ssize_t size = read(watch, events, sizeof(events));
+      ASSERT_GT(size, 0);
+      for (char* at = events; at < events + size;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(at);
+        if (event->len > 0 && std::string(event->name) == "d.sock") {
+          appeared = true;
+        }
+        at += sizeof(inotify_event) + event->len;
+      }
+    }
+    absl::StatusOr<int> client = ConnectUnix(socket);
+    EXPECT_TRUE(client.ok()) << "round " << round << ": " << client.status();
+    struct stat info;
+    ASSERT_EQ(lstat(socket.c_str(), &info), 0);
+    EXPECT_EQ(info.st_mode & 0777, 0600u);
+    if (client.ok()) close(*client);
+    opener.join();
+    ASSERT_TRUE(opened.ok()) << opened;
+    listener.Close();
+  }
+  close(watch);
+  // Nothing of the binding is left in the folder.
+  EXPECT_EQ(rmdir(folder.c_str()), 0) << std::strerror(errno);
 }
 
 TEST_F(SocketDirectoryTest, RemovesOnlyItsOwnStaleSockets) {
