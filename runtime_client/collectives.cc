@@ -24,22 +24,60 @@ using client::WithSession;
 namespace {
 
 // Each communicator's next collective number (the daemon meets the ranks'
-// collectives by it), counted in issue order.
+// collectives by it), counted in issue order; sends and receives count
+// apart, per peer and direction.
 class CollectiveNumbers {
  public:
-  uint64_t Next(CommId comm) {
+  // What a number counts: the communicator's collectives, or its sends to
+  // (receives from) one peer.
+  struct Counter {
+    CommId comm = 0;
+    proto::CollectiveKind kind = proto::COLLECTIVE_UNSPECIFIED;
+    int peer = -1;
+
+    template <typename H>
+    friend H AbslHashValue(H hash, const Counter& counter) {
+      return H::combine(std::move(hash), counter.comm, counter.kind,
+                        counter.peer);
+    }
+    bool operator==(const Counter& other) const {
+      return comm == other.comm && kind == other.kind && peer == other.peer;
+    }
+  };
+
+  uint64_t Next(const Counter& counter) {
     absl::MutexLock lock(&mutex_);
-    return next_[comm]++;
+    return next_[counter]++;
+  }
+  void Joined(CommId comm, int size) {
+    absl::MutexLock lock(&mutex_);
+    sizes_[comm] = size;
+  }
+  // The communicator's size; 0 when this process did not join it.
+  int Size(CommId comm) {
+    absl::MutexLock lock(&mutex_);
+    auto found = sizes_.find(comm);
+    return found == sizes_.end() ? 0 : found->second;
   }
   void Forget(CommId comm) {
     absl::MutexLock lock(&mutex_);
-    next_.erase(comm);
+    sizes_.erase(comm);
+    absl::erase_if(
+        next_, [comm](const auto& entry) { return entry.first.comm == comm; });
   }
 
  private:
   absl::Mutex mutex_;
-  absl::flat_hash_map<CommId, uint64_t> next_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<Counter, uint64_t> next_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_map<CommId, int> sizes_ ABSL_GUARDED_BY(mutex_);
 };
+
+CollectiveNumbers::Counter CounterOf(const proto::Collective& collective) {
+  const bool point_to_point =
+      collective.kind() == proto::SEND || collective.kind() == proto::RECV;
+  if (!point_to_point) return {collective.communicator()};
+  return {collective.communicator(), collective.kind(), collective.peer()};
+}
 
 CollectiveNumbers& Numbers() {
   static auto* numbers = new CollectiveNumbers();
@@ -60,10 +98,9 @@ absl::Status CheckPointer(const Session& session, const void* pointer,
   return absl::OkStatus();
 }
 
-Error Enqueue(const char* operation, proto::CollectiveKind kind,
-              const void* send, void* recv, size_t count, int32_t dtype,
-              proto::ReduceOp op, int root, double scale, CommId comm,
-              StreamId stream) {
+// Fills what every kind has; the caller adds the rest and submits.
+Error Submit(const char* operation, const void* send, void* recv,
+             proto::Command& command, StreamId stream) {
   return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
     if (absl::Status valid =
             CheckPointer(session, send, "send buffer", operation);
@@ -77,20 +114,28 @@ Error Enqueue(const char* operation, proto::CollectiveKind kind,
     }
     absl::StatusOr<StreamContext*> context = session.FindStream(stream);
     if (!context.ok()) return context.status();
-    proto::Command command;
     proto::Collective* collective = command.mutable_collective();
-    collective->set_communicator(comm);
-    collective->set_kind(kind);
-    collective->set_op(op);
-    collective->set_dtype(dtype);
-    collective->set_count(count);
     collective->set_send(reinterpret_cast<uint64_t>(send));
     collective->set_recv(reinterpret_cast<uint64_t>(recv));
-    collective->set_root(root);
-    collective->set_scale(scale);
-    collective->set_number(Numbers().Next(comm));
+    collective->set_number(Numbers().Next(CounterOf(*collective)));
     return session.SubmitCommand(**context, &command).status();
   }));
+}
+
+Error Enqueue(const char* operation, proto::CollectiveKind kind,
+              const void* send, void* recv, size_t count, int32_t dtype,
+              proto::ReduceOp op, int root, double scale, CommId comm,
+              StreamId stream) {
+  proto::Command command;
+  proto::Collective* collective = command.mutable_collective();
+  collective->set_communicator(comm);
+  collective->set_kind(kind);
+  collective->set_op(op);
+  collective->set_dtype(dtype);
+  collective->set_count(count);
+  collective->set_root(root);
+  collective->set_scale(scale);
+  return Submit(operation, send, recv, command, stream);
 }
 
 }  // namespace
@@ -118,7 +163,10 @@ Error CommInitRank(CommId* comm, const std::string& id, int size, int rank,
     absl::Status status =
         session.Call("CommInitRank", &proto::DeviceDaemon::Stub::CommInitRank,
                      request, &reply);
-    if (status.ok()) *comm = reply.communicator();
+    if (status.ok()) {
+      *comm = reply.communicator();
+      Numbers().Joined(*comm, size);
+    }
     return status;
   }));
 }
@@ -190,6 +238,52 @@ Error Scatter(const void* send, void* recv, size_t count, int32_t dtype,
 Error Barrier(CommId comm, StreamId stream) {
   return Enqueue("Barrier", proto::BARRIER, nullptr, nullptr, 0, 0,
                  proto::REDUCE_OP_UNSPECIFIED, 0, 1.0, comm, stream);
+}
+
+Error AllToAllV(const void* send, const size_t* send_counts, void* recv,
+                const size_t* recv_counts, int32_t dtype, CommId comm,
+                StreamId stream) {
+  proto::Command command;
+  proto::Collective* collective = command.mutable_collective();
+  collective->set_communicator(comm);
+  collective->set_kind(proto::ALL_TO_ALLV);
+  collective->set_dtype(dtype);
+  const int size = Numbers().Size(comm);
+  if (size <= 0 || send_counts == nullptr || recv_counts == nullptr) {
+    return ReturnStatus(
+        MakeError(Error::kInvalidValue,
+                  size <= 0 ? "openreg: AllToAllV: unknown communicator"
+                            : "openreg: AllToAllV: the count arrays are null"));
+  }
+  for (int rank = 0; rank < size; ++rank) {
+    collective->add_send_counts(send_counts[rank]);
+    collective->add_recv_counts(recv_counts[rank]);
+  }
+  return Submit("AllToAllV", send, recv, command, stream);
+}
+
+Error Send(const void* buffer, size_t count, int32_t dtype, int peer,
+           CommId comm, StreamId stream) {
+  proto::Command command;
+  proto::Collective* collective = command.mutable_collective();
+  collective->set_communicator(comm);
+  collective->set_kind(proto::SEND);
+  collective->set_dtype(dtype);
+  collective->set_count(count);
+  collective->set_peer(peer);
+  return Submit("Send", buffer, nullptr, command, stream);
+}
+
+Error Recv(void* buffer, size_t count, int32_t dtype, int peer, CommId comm,
+           StreamId stream) {
+  proto::Command command;
+  proto::Collective* collective = command.mutable_collective();
+  collective->set_communicator(comm);
+  collective->set_kind(proto::RECV);
+  collective->set_dtype(dtype);
+  collective->set_count(count);
+  collective->set_peer(peer);
+  return Submit("Recv", nullptr, buffer, command, stream);
 }
 
 }  // namespace openreg

@@ -169,6 +169,15 @@ c10::Stream StreamFromPool(c10::DeviceIndex device, int priority) {
   return MakeStream(device, pool.streams[pick % pool.streams.size()]);
 }
 
+c10::Stream NewDedicatedStream(c10::DeviceIndex device) {
+  device = ResolveDevice(device);
+  CheckDeviceIndex(device);
+  c10::DeviceGuard guard(c10::Device(kType, device));
+  StreamId created = 0;
+  OPENREG_CHECK(StreamCreate(&created, kLeastStreamPriority));
+  return MakeStream(device, created);
+}
+
 int StreamPriority(const c10::Stream& stream) {
   const c10::DeviceIndex device = stream.device_index();
   if (device < 0 || device >= kMaxDevices) return kLeastStreamPriority;

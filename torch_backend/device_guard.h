@@ -19,6 +19,11 @@ namespace openreg::torch_backend {
 inline constexpr int kPoolStreamsPerPriority = 8;
 // A stream of `device`'s pool for `priority` (clamped).
 c10::Stream StreamFromPool(c10::DeviceIndex device, int priority);
+// A new stream of `device` that the pool never hands out, for work that
+// may wait on another process (occl's point-to-point transfers): sharing a
+// stream with unrelated work could make that work wait too, or deadlock.
+// The session's stream slots are limited: it throws when they run out.
+c10::Stream NewDedicatedStream(c10::DeviceIndex device);
 // The priority `stream` was created with (0 for default streams).
 int StreamPriority(const c10::Stream& stream);
 

@@ -31,6 +31,9 @@ struct RankBuffers {
   PinnedRange recv;
   uint64_t send_bytes = 0;
   uint64_t recv_bytes = 0;
+  // ALL_TO_ALLV: elements for (from) each rank, in rank order.
+  std::vector<uint64_t> send_counts;
+  std::vector<uint64_t> recv_counts;
 };
 
 // What a collective's rank 0 and every other rank must agree on.
@@ -54,6 +57,10 @@ bool Reduces(proto::CollectiveKind kind) {
          kind == proto::REDUCE_SCATTER;
 }
 
+bool PointToPoint(proto::CollectiveKind kind) {
+  return kind == proto::SEND || kind == proto::RECV;
+}
+
 bool RootedAt(proto::CollectiveKind kind) {
   return kind == proto::BROADCAST || kind == proto::REDUCE ||
          kind == proto::GATHER || kind == proto::SCATTER;
@@ -71,12 +78,21 @@ std::string Signature(const Shape& shape) {
     }
     absl::StrAppend(&text, ")");
   }
-  if (shape.kind != proto::BARRIER) {
+  if (shape.kind == proto::ALL_TO_ALLV) {
+    absl::StrAppend(&text, " of ", c10::toString(shape.dtype));
+  } else if (shape.kind != proto::BARRIER) {
     absl::StrAppend(&text, " of ", shape.count, " x ",
                     c10::toString(shape.dtype));
   }
   if (RootedAt(shape.kind)) absl::StrAppend(&text, " from root ", shape.root);
   return text;
+}
+
+// A point-to-point transfer's signature, the same on both sides when they
+// agree ("1024 x Float from rank 0 to rank 1").
+std::string TransferSignature(const Shape& shape, int from, int to) {
+  return absl::StrCat(shape.count, " x ", c10::toString(shape.dtype),
+                      " from rank ", from, " to rank ", to);
 }
 
 // Bytes of `elements` elements, refusing overflow.
@@ -101,7 +117,6 @@ absl::StatusOr<Shape> ValidateShape(const proto::Collective& collective,
   shape.root = collective.root();
   shape.scale = collective.scale();
   if (shape.kind <= proto::COLLECTIVE_UNSPECIFIED ||
-      shape.kind > proto::BARRIER ||
       !proto::CollectiveKind_IsValid(shape.kind)) {
     return InvalidValueError(
         absl::StrCat("unknown collective kind ", collective.kind()));
@@ -109,6 +124,20 @@ absl::StatusOr<Shape> ValidateShape(const proto::Collective& collective,
   if (RootedAt(shape.kind) && (shape.root < 0 || shape.root >= size)) {
     return InvalidValueError(absl::StrCat(
         "root ", shape.root, " is outside a communicator of ", size, " ranks"));
+  }
+  if (PointToPoint(shape.kind) &&
+      (collective.peer() < 0 || collective.peer() >= size)) {
+    return InvalidValueError(absl::StrCat("peer ", collective.peer(),
+                                          " is outside a communicator of ",
+                                          size, " ranks"));
+  }
+  if (shape.kind == proto::ALL_TO_ALLV &&
+      (collective.send_counts_size() != size ||
+       collective.recv_counts_size() != size)) {
+    return InvalidValueError(absl::StrCat(
+        "all_to_allv needs one send and one receive count per rank (", size,
+        "), not ", collective.send_counts_size(), " and ",
+        collective.recv_counts_size()));
   }
   if (shape.kind == proto::BARRIER) return shape;
   shape.element_bytes = DtypeElementSize(collective.dtype());
@@ -172,15 +201,78 @@ std::pair<int64_t, int64_t> Blocks(const Shape& shape, int rank) {
       return {1, root ? shape.size : 0};
     case proto::SCATTER:
       return {root ? shape.size : 0, 1};
+    case proto::SEND:
+      return {1, 0};
+    case proto::RECV:
+      return {0, 1};
     default:
       return {0, 0};
   }
+}
+
+// The sum of `counts`, in bytes of `shape`'s dtype, refusing overflow.
+absl::StatusOr<uint64_t> SumBytes(
+    const Shape& shape, const google::protobuf::RepeatedField<uint64_t>& counts,
+    const char* role) {
+  const uint64_t limit = uint64_t{1} << 50;
+  uint64_t elements = 0;
+  for (const uint64_t count : counts) {
+    if (count > limit || elements > limit - count) {
+      return InvalidValueError(
+          absl::StrCat("all_to_allv ", role, " counts are too large"));
+    }
+    elements += count;
+  }
+  if (elements > limit / static_cast<uint64_t>(shape.element_bytes)) {
+    return InvalidValueError(
+        absl::StrCat("all_to_allv ", role, " counts are too large"));
+  }
+  return elements * static_cast<uint64_t>(shape.element_bytes);
+}
+
+absl::Status PinVariablePart(const StreamContext& context,
+                             const proto::Collective& collective,
+                             const Shape& shape, RankBuffers* buffers) {
+  absl::StatusOr<uint64_t> send_bytes =
+      SumBytes(shape, collective.send_counts(), "send");
+  if (!send_bytes.ok()) return send_bytes.status();
+  absl::StatusOr<uint64_t> recv_bytes =
+      SumBytes(shape, collective.recv_counts(), "receive");
+  if (!recv_bytes.ok()) return recv_bytes.status();
+  buffers->send_counts.assign(collective.send_counts().begin(),
+                              collective.send_counts().end());
+  buffers->recv_counts.assign(collective.recv_counts().begin(),
+                              collective.recv_counts().end());
+  buffers->send_bytes = *send_bytes;
+  buffers->recv_bytes = *recv_bytes;
+  if (buffers->send_bytes > 0) {
+    absl::StatusOr<PinnedRange> send =
+        context.session->PinRange(collective.send(), buffers->send_bytes);
+    if (!send.ok()) return send.status();
+    buffers->send = *std::move(send);
+  }
+  if (buffers->recv_bytes > 0) {
+    absl::StatusOr<PinnedRange> recv =
+        context.session->PinRange(collective.recv(), buffers->recv_bytes);
+    if (!recv.ok()) return recv.status();
+    buffers->recv = *std::move(recv);
+  }
+  if (buffers->send_bytes > 0 && buffers->recv_bytes > 0 &&
+      buffers->send.data < buffers->recv.data + buffers->recv_bytes &&
+      buffers->recv.data < buffers->send.data + buffers->send_bytes) {
+    return InvalidValueError(
+        "all_to_all needs separate send and receive memory");
+  }
+  return absl::OkStatus();
 }
 
 absl::Status PinPart(const StreamContext& context,
                      const proto::Collective& collective, const Shape& shape,
                      int rank, RankBuffers* buffers) {
   if (shape.kind == proto::BARRIER) return absl::OkStatus();
+  if (shape.kind == proto::ALL_TO_ALLV) {
+    return PinVariablePart(context, collective, shape, buffers);
+  }
   const auto [send_blocks, recv_blocks] = Blocks(shape, rank);
   absl::StatusOr<uint64_t> send_bytes =
       Bytes(shape, std::max<int64_t>(send_blocks, 1));
@@ -326,6 +418,47 @@ void Move(char* to, const char* from, uint64_t bytes) {
   if (bytes != 0 && to != from) std::memmove(to, from, bytes);
 }
 
+// ALL_TO_ALLV: every pair's counts must agree before anything moves.
+absl::Status ExchangeVariable(const Shape& shape,
+                              const std::vector<const RankBuffers*>& ranks) {
+  const int n = shape.size;
+  for (int from = 0; from < n; ++from) {
+    for (int to = 0; to < n; ++to) {
+      const uint64_t sent = ranks[from]->send_counts[to];
+      const uint64_t expected = ranks[to]->recv_counts[from];
+      if (sent != expected) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ranks disagree on the split sizes: rank ", from, " sends ", sent,
+            " elements to rank ", to, ", which expects ", expected,
+            " from it (every rank's input split for q must equal rank q's "
+            "output split for it)"));
+      }
+    }
+  }
+  const auto element_bytes = static_cast<uint64_t>(shape.element_bytes);
+  // Block offsets, in bytes: send_offsets[r][q] is where rank r's block for
+  // q starts, recv_offsets[r][q] where its block from q goes.
+  std::vector<std::vector<uint64_t>> send_offsets(n), recv_offsets(n);
+  for (int rank = 0; rank < n; ++rank) {
+    uint64_t send_at = 0;
+    uint64_t recv_at = 0;
+    for (int peer = 0; peer < n; ++peer) {
+      send_offsets[rank].push_back(send_at);
+      recv_offsets[rank].push_back(recv_at);
+      send_at += ranks[rank]->send_counts[peer] * element_bytes;
+      recv_at += ranks[rank]->recv_counts[peer] * element_bytes;
+    }
+  }
+  for (int to = 0; to < n; ++to) {
+    for (int from = 0; from < n; ++from) {
+      Move(ranks[to]->recv.data + recv_offsets[to][from],
+           ranks[from]->send.data + send_offsets[from][to],
+           ranks[from]->send_counts[to] * element_bytes);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Execute(const Shape& shape,
                      const std::vector<const RankBuffers*>& ranks) {
   const int n = shape.size;
@@ -382,6 +515,8 @@ absl::Status Execute(const Shape& shape,
         }
       }
       return absl::OkStatus();
+    case proto::ALL_TO_ALLV:
+      return ExchangeVariable(shape, ranks);
     default:
       return InvalidValueError("unknown collective kind");
   }
@@ -396,15 +531,37 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
   if (!membership.ok()) return membership.status();
   Communicator& communicator = *membership->communicator;
   const int rank = membership->rank;
-  const std::string where =
-      absl::StrCat("occl ", LowerName(collective.kind()), " #",
-                   collective.number(), " on communicator ", communicator.id(),
-                   " (rank ", rank, " of ", communicator.size(), ")");
+  std::string where = absl::StrCat("occl ", LowerName(collective.kind()), " #",
+                                   collective.number());
+  if (PointToPoint(collective.kind())) {
+    absl::StrAppend(&where, collective.kind() == proto::SEND ? " to" : " from",
+                    " rank ", collective.peer());
+  }
+  absl::StrAppend(&where, " on communicator ", communicator.id(), " (rank ",
+                  rank, " of ", communicator.size(), ")");
   absl::StatusOr<Shape> shape = ValidateShape(collective, communicator.size());
   if (!shape.ok()) {
-    return MakeError(ErrorCodeOf(shape.status()),
-                     absl::StrCat(where, ": ", shape.status().message()));
+    // The others would wait for this rank until their deadline: fail them
+    // now, naming it (the client library refuses these at the call).
+    absl::Status refused =
+        MakeError(ErrorCodeOf(shape.status()),
+                  absl::StrCat(where, ": ", shape.status().message()));
+    communicator.Abort(
+        MakeError(proto::COLLECTIVE_FAILURE,
+                  absl::StrCat(where, ": ", communicator.DescribeRank(rank),
+                               " issued a collective the daemon refuses: ",
+                               shape.status().message())));
+    return refused;
   }
+  // A transfer meets its peer on the pair's channel, in the sender's place
+  // (0) or the receiver's (1); a collective meets every rank.
+  const bool sends = shape->kind == proto::SEND;
+  const int from = sends ? rank : collective.peer();
+  const int to = sends ? collective.peer() : rank;
+  Rendezvous& rendezvous = PointToPoint(shape->kind)
+                               ? communicator.Channel(from, to)
+                               : communicator.rendezvous();
+  const int place = PointToPoint(shape->kind) ? (sends ? 0 : 1) : rank;
   auto buffers = std::make_shared<RankBuffers>();
   if (absl::Status pinned =
           PinPart(context, collective, *shape, rank, buffers.get());
@@ -415,10 +572,13 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
         MakeError(proto::COLLECTIVE_FAILURE,
                   absl::StrCat(where, ": ", communicator.DescribeRank(rank),
                                " passed bad memory: ", pinned.message()));
-    communicator.rendezvous().Abort(why);
+    communicator.Abort(why);
     return why;
   }
-  Rendezvous::Part part{Signature(*shape), buffers};
+  Rendezvous::Part part{PointToPoint(shape->kind)
+                            ? TransferSignature(*shape, from, to)
+                            : Signature(*shape),
+                        buffers};
   const Shape agreed = *shape;
   const Rendezvous::Runner run =
       [&agreed](absl::Span<const Rendezvous::Part* const> parts) {
@@ -427,6 +587,10 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
         for (const Rendezvous::Part* each : parts) {
           ranks.push_back(static_cast<const RankBuffers*>(each->payload.get()));
         }
+        if (PointToPoint(agreed.kind)) {
+          Move(ranks[1]->recv.data, ranks[0]->send.data, ranks[0]->send_bytes);
+          return absl::OkStatus();
+        }
         try {
           const c10::InferenceMode inference_mode;
           return Execute(agreed, ranks);
@@ -434,13 +598,16 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
           return absl::InvalidArgumentError(error.what());
         }
       };
-  absl::Status status = communicator.rendezvous().Arrive(
-      rank, collective.number(), std::move(part), run,
-      absl::Now() + communicator.timeout(),
-      [&context] { return context.stop_requested(); });
+  absl::Status status =
+      rendezvous.Arrive(place, collective.number(), std::move(part), run,
+                        absl::Now() + communicator.timeout(),
+                        [&context] { return context.stop_requested(); });
   if (status.ok()) return status;
-  return MakeError(proto::COLLECTIVE_FAILURE,
-                   absl::StrCat(where, ": ", status.message()));
+  absl::Status failed = MakeError(proto::COLLECTIVE_FAILURE,
+                                  absl::StrCat(where, ": ", status.message()));
+  // As NCCL's communicators after an error: nothing more runs on it.
+  communicator.Abort(failed);
+  return failed;
 }
 
 void CollectiveEngine::SessionClosed(uint64_t session_id) {

@@ -21,6 +21,29 @@ Communicator::Communicator(std::string id, int size, absl::Duration timeout)
   members_.resize(size);
 }
 
+Rendezvous& Communicator::Channel(int from, int to) {
+  absl::MutexLock lock(&mutex_);
+  auto [channel, created] = channels_.try_emplace(std::make_pair(from, to), 2,
+                                                  std::vector<int>{from, to});
+  if (created && !aborted_.ok()) channel->second.Abort(aborted_);
+  return channel->second;
+}
+
+void Communicator::Abort(const absl::Status& why) {
+  rendezvous_.Abort(why);
+  absl::MutexLock lock(&mutex_);
+  if (aborted_.ok()) aborted_ = why;
+  for (auto& [ranks, channel] : channels_) channel.Abort(why);
+}
+
+void Communicator::AbortWithout(int rank, const absl::Status& why) {
+  rendezvous_.Abort(why);
+  absl::MutexLock lock(&mutex_);
+  for (auto& [ranks, channel] : channels_) {
+    if (ranks.first == rank || ranks.second == rank) channel.Abort(why);
+  }
+}
+
 std::string Communicator::DescribeRank(int rank) const {
   absl::MutexLock lock(&mutex_);
   if (rank < 0 || rank >= static_cast<int>(members_.size()) ||
@@ -106,6 +129,15 @@ absl::Status Communicators::Leave(uint64_t session_id, uint64_t handle,
                                member.communicator->DescribeRank(member.rank)));
     LeaveLocked(session_id, handle, &why);
   } else {
+    // The ranks still here can no longer meet this one: their collectives,
+    // and their transfers with it, fail now instead of at the timeout.
+    const Handle& member = session->second[handle];
+    member.communicator->AbortWithout(
+        member.rank,
+        MakeError(proto::COLLECTIVE_FAILURE,
+                  absl::StrCat(member.communicator->DescribeRank(member.rank),
+                               " left communicator ", member.communicator->id(),
+                               " (its process group was destroyed)")));
     LeaveLocked(session_id, handle, nullptr);
   }
   return absl::OkStatus();
@@ -137,7 +169,7 @@ void Communicators::LeaveLocked(uint64_t session_id, uint64_t handle,
   session->second.erase(handle);
   if (session->second.empty()) by_session_.erase(session);
   if (abort_with != nullptr) {
-    member.communicator->rendezvous().Abort(*abort_with);
+    member.communicator->Abort(*abort_with);
   }
   bool anyone_left = false;
   {

@@ -9,6 +9,8 @@
 //   timeout; later ranks must name the same size. A rank joins once.
 // - A session ending aborts every communicator it is a rank of: the other
 //   ranks' waiting and later collectives fail, naming the rank and its pid.
+// - A rank that leaves (CommDestroy) fails the collectives the others
+//   wait for or issue later, and their transfers with it, naming it.
 // - A communicator is forgotten once its last rank left (CommDestroy or
 //   its session ended); its id may then be used again.
 #ifndef OPENREG_DEVICE_DAEMON_COLLECTIVES_COMMUNICATORS_H_
@@ -19,10 +21,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -40,6 +44,15 @@ class Communicator {
   // How long a rank waits for the others at one collective.
   absl::Duration timeout() const { return timeout_; }
   Rendezvous& rendezvous() { return rendezvous_; }
+  // Where rank `from`'s sends to rank `to` meet `to`'s receives from
+  // `from` (created on first use; born aborted once the communicator is).
+  Rendezvous& Channel(int from, int to);
+  // Aborts the collectives' rendezvous and every channel (the first
+  // status is kept).
+  void Abort(const absl::Status& why);
+  // Rank `rank` left: aborts the collectives' rendezvous and the channels
+  // to and from it; transfers between the other ranks go on.
+  void AbortWithout(int rank, const absl::Status& why);
 
   // "rank 1 (pid 4242)", for messages.
   std::string DescribeRank(int rank) const;
@@ -57,6 +70,10 @@ class Communicator {
   Rendezvous rendezvous_;
   mutable absl::Mutex mutex_;
   std::vector<Member> members_ ABSL_GUARDED_BY(mutex_);
+  // (from, to) -> channel; node-based: ranks hold references.
+  absl::node_hash_map<std::pair<int, int>, Rendezvous> channels_
+      ABSL_GUARDED_BY(mutex_);
+  absl::Status aborted_ ABSL_GUARDED_BY(mutex_);
 };
 
 class Communicators {

@@ -10,7 +10,12 @@
 
 namespace openreg::daemon {
 
-Rendezvous::Rendezvous(int size) : size_(size) {}
+Rendezvous::Rendezvous(int size, std::vector<int> names)
+    : size_(size), names_(std::move(names)) {}
+
+int Rendezvous::Name(int rank) const {
+  return rank < static_cast<int>(names_.size()) ? names_[rank] : rank;
+}
 
 absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
                                 const Runner& run, absl::Time deadline,
@@ -24,8 +29,8 @@ absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
   Round& round = rounds_[sequence];
   if (round.parts.empty()) round.parts.resize(size_);
   if (round.parts[rank].has_value()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("rank ", rank, " arrived twice at collective ", sequence));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "rank ", Name(rank), " arrived twice at collective ", sequence));
   }
   round.parts[rank] = std::move(part);
   ++round.arrived;
@@ -48,7 +53,7 @@ absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
         if (finished_in_time || absl::Now() >= deadline) break;
         if (cancelled && cancelled()) {
           absl::Status stopped = absl::CancelledError(
-              absl::StrCat("collective ", sequence, ": rank ", rank,
+              absl::StrCat("collective ", sequence, ": rank ", Name(rank),
                            " stopped waiting (its stream is being stopped)"));
           if (aborted_.ok()) aborted_ = stopped;
           return stopped;
@@ -57,7 +62,7 @@ absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
     }
     if (!finished_in_time) {
       absl::Status timed_out = absl::DeadlineExceededError(
-          absl::StrCat("collective ", sequence, ": rank ", rank,
+          absl::StrCat("collective ", sequence, ": rank ", Name(rank),
                        " waited past its timeout for rank(s) ",
                        MissingRanksLocked(round), ", which did not arrive"));
       if (aborted_.ok()) aborted_ = timed_out;
@@ -78,8 +83,9 @@ absl::Status Rendezvous::RunLocked(uint64_t sequence, Round& round,
   for (int rank = 1; rank < size_; ++rank) {
     if (parts[rank]->signature != parts[0]->signature) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "collective ", sequence, ": ranks disagree on the operation: rank 0 ",
-          parts[0]->signature, ", rank ", rank, " ", parts[rank]->signature,
+          "collective ", sequence, ": ranks disagree on the operation: rank ",
+          Name(0), " ", parts[0]->signature, ", rank ", Name(rank), " ",
+          parts[rank]->signature,
           " (every rank must call the same collectives in the same order)"));
     }
   }
@@ -94,7 +100,7 @@ absl::Status Rendezvous::RunLocked(uint64_t sequence, Round& round,
 std::string Rendezvous::MissingRanksLocked(const Round& round) const {
   std::vector<int> missing;
   for (int rank = 0; rank < size_; ++rank) {
-    if (!round.parts[rank].has_value()) missing.push_back(rank);
+    if (!round.parts[rank].has_value()) missing.push_back(Name(rank));
   }
   return absl::StrJoin(missing, ", ");
 }

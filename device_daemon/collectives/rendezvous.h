@@ -52,7 +52,10 @@ class Rendezvous {
   using Runner =
       std::function<absl::Status(absl::Span<const Part* const> parts)>;
 
-  explicit Rendezvous(int size);
+  // `names`, when given (one per rank), are the rank numbers messages
+  // show: a point-to-point channel's two places are ranks s and d of its
+  // communicator.
+  explicit Rendezvous(int size, std::vector<int> names = {});
   Rendezvous(const Rendezvous&) = delete;
   Rendezvous& operator=(const Rendezvous&) = delete;
 
@@ -91,7 +94,11 @@ class Rendezvous {
   std::string MissingRanksLocked(const Round& round) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
+  // Rank `rank` as messages name it.
+  int Name(int rank) const;
+
   const int size_;
+  const std::vector<int> names_;
   mutable absl::Mutex mutex_;
   // Node-based: a waiting rank holds a reference to its round while others
   // insert later rounds.

@@ -30,11 +30,17 @@ def _create_backend(options, _backend_options):
     """c10d's extended-API creator: `options` is c10d's
     _DistributedBackendOptions (the group's prefixed store, rank, size,
     timeout)."""
+    return _form_group(options.store, options.group_rank, options.group_size,
+                       options.timeout)
+
+
+def _form_group(store, rank, size, timeout):
+    """A ProcessGroupOCCL of `size` ranks meeting through `store` (a new
+    group's, or a split's: ProcessGroupOCCL::split calls this)."""
     import torch.distributed as distributed
     from torch_openreg import _C
 
-    _C._occl_init()
-    store, rank, size = options.store, options.group_rank, options.group_size
+    _C._occl_init(_form_group)
     store.set(f"occl/daemon/{rank}", _daemon_identity())
     daemons = [store.get(f"occl/daemon/{r}").decode() for r in range(size)]
     hosts = list(dict.fromkeys(daemons))  # by first rank
@@ -44,14 +50,19 @@ def _create_backend(options, _backend_options):
     if rank == first:
         store.set(f"occl/communicator/{first}", secrets.token_hex(16))
     comm_id = store.get(f"occl/communicator/{first}").decode()
-    leaders = None
-    if len(hosts) > 1 and rank == first:
-        leaders = distributed.ProcessGroupGloo(
-            distributed.PrefixStore("occl/leaders", store),
-            host_of_rank[rank], len(hosts), options.timeout)
-    return _C.ProcessGroupOCCL(rank, size, options.timeout, comm_id,
+    leaders = everyone = None
+    if len(hosts) > 1:
+        if rank == first:
+            leaders = distributed.ProcessGroupGloo(
+                distributed.PrefixStore("occl/leaders", store),
+                host_of_rank[rank], len(hosts), timeout)
+        # send/recv between ranks of different daemons.
+        everyone = distributed.ProcessGroupGloo(
+            distributed.PrefixStore("occl/everyone", store), rank, size,
+            timeout)
+    return _C.ProcessGroupOCCL(rank, size, timeout, comm_id,
                                local.index(rank), len(local), host_of_rank,
-                               leaders)
+                               leaders, everyone)
 
 
 def _default_to_gloo_for_cpu(distributed):

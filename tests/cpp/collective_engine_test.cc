@@ -4,10 +4,12 @@
 #include "device_daemon/collectives/collective_engine.h"
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -45,6 +47,8 @@ class CollectiveEngineTest : public ::testing::Test {
     std::unique_ptr<StreamDriver> stream;
     uint64_t communicator = 0;
     uint64_t number = 0;
+    // Transfers count per (kind, peer), as the runtime numbers them.
+    std::map<std::pair<int, int>, uint64_t> transfers;
   };
 
   // `n` ranks (sessions), rank r on device r % 2, joined to one
@@ -108,6 +112,53 @@ class CollectiveEngineTest : public ::testing::Test {
     collective->set_root(root);
     collective->set_number(ranks_[r].number++);
     return command;
+  }
+
+  proto::Command Transfer(int r, proto::CollectiveKind kind, int peer,
+                          uint64_t count, uint64_t address) {
+    proto::Command command;
+    proto::Collective* collective = command.mutable_collective();
+    collective->set_communicator(ranks_[r].communicator);
+    collective->set_kind(kind);
+    collective->set_dtype(kFloat);
+    collective->set_count(count);
+    collective->set_peer(peer);
+    if (kind == proto::SEND) {
+      collective->set_send(address);
+    } else {
+      collective->set_recv(address);
+    }
+    collective->set_number(ranks_[r].transfers[{kind, peer}]++);
+    return command;
+  }
+
+  proto::Command AllToAllV(int r, uint64_t send,
+                           const std::vector<uint64_t>& send_counts,
+                           uint64_t recv,
+                           const std::vector<uint64_t>& recv_counts) {
+    proto::Command command =
+        Collective(r, proto::ALL_TO_ALLV, kFloat, 0, send, recv);
+    for (uint64_t count : send_counts) {
+      command.mutable_collective()->add_send_counts(count);
+    }
+    for (uint64_t count : recv_counts) {
+      command.mutable_collective()->add_recv_counts(count);
+    }
+    return command;
+  }
+
+  // Each (rank, command) from its own thread at once; the errors in order.
+  std::vector<std::optional<StreamErrorRecord>> RunEach(
+      const std::vector<std::pair<int, proto::Command>>& commands) {
+    std::vector<std::optional<StreamErrorRecord>> errors(commands.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < commands.size(); ++i) {
+      threads.emplace_back([&, i] {
+        errors[i] = ranks_[commands[i].first].stream->Run(commands[i].second);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+    return errors;
   }
 
   // Every rank submits its command (each from its own thread, as separate
@@ -358,6 +409,98 @@ TEST_F(CollectiveEngineTest, BadMemoryFromOneRankFailsAllWithoutWaiting) {
     EXPECT_NE(error->message.find("rank 1 (pid"), std::string::npos)
         << error->message;
   }
+}
+
+TEST_F(CollectiveEngineTest, SendsMeetTheMatchingReceivesInOrderPerPeer) {
+  MakeRanks(3);
+  const uint64_t from = Alloc(0, 4 * sizeof(float));
+  const uint64_t into1 = Alloc(1, 4 * sizeof(float));
+  const uint64_t into2 = Alloc(2, 4 * sizeof(float));
+  // Rank 0 -> 1 twice, then 0 -> 2: each send meets the receive with its
+  // number for that pair; rank 2 is not involved in the first two.
+  for (float first : {1.0f, 5.0f}) {
+    Upload<float>(0, from, {first, first + 1, first + 2, first + 3});
+    const auto errors = RunEach({{0, Transfer(0, proto::SEND, 1, 4, from)},
+                                 {1, Transfer(1, proto::RECV, 0, 4, into1)}});
+    EXPECT_EQ(errors[0], std::nullopt);
+    EXPECT_EQ(errors[1], std::nullopt);
+    EXPECT_EQ(Download<float>(1, into1, 4),
+              (std::vector<float>{first, first + 1, first + 2, first + 3}));
+  }
+  const auto errors = RunEach({{2, Transfer(2, proto::RECV, 0, 2, into2)},
+                               {0, Transfer(0, proto::SEND, 2, 2, from)}});
+  EXPECT_EQ(errors[0], std::nullopt);
+  EXPECT_EQ(Download<float>(2, into2, 2), (std::vector<float>{5, 6}));
+}
+
+TEST_F(CollectiveEngineTest, ASendAndARecvThatDisagreeFailBothNamingBoth) {
+  MakeRanks(2);
+  const uint64_t from = Alloc(0, 16), into = Alloc(1, 16);
+  Upload<float>(1, into, {9, 9, 9, 9});
+  const auto errors = RunEach({{0, Transfer(0, proto::SEND, 1, 4, from)},
+                               {1, Transfer(1, proto::RECV, 0, 3, into)}});
+  for (const auto& error : errors) {
+    ASSERT_TRUE(error.has_value());
+    EXPECT_EQ(error->code, proto::COLLECTIVE_FAILURE);
+    EXPECT_NE(error->message.find("4 x Float from rank 0 to rank 1"),
+              std::string::npos)
+        << error->message;
+    EXPECT_NE(error->message.find("3 x Float from rank 0 to rank 1"),
+              std::string::npos);
+  }
+  EXPECT_EQ(Download<float>(1, into, 4), (std::vector<float>{9, 9, 9, 9}));
+}
+
+TEST_F(CollectiveEngineTest, AllToAllVMovesUnequalBlocksOrRefusesBadSplits) {
+  MakeRanks(2);
+  // Rank 0 sends 1 element to itself and 3 to rank 1; rank 1 sends 2 to
+  // rank 0 and none to itself.
+  const uint64_t send0 = Alloc(0, 4 * 4), recv0 = Alloc(0, 3 * 4);
+  const uint64_t send1 = Alloc(1, 2 * 4), recv1 = Alloc(1, 3 * 4);
+  Upload<float>(0, send0, {1, 2, 3, 4});
+  Upload<float>(1, send1, {7, 8});
+  auto errors = RunAll({AllToAllV(0, send0, {1, 3}, recv0, {1, 2}),
+                        AllToAllV(1, send1, {2, 0}, recv1, {3, 0})});
+  EXPECT_EQ(errors[0], std::nullopt);
+  EXPECT_EQ(errors[1], std::nullopt);
+  EXPECT_EQ(Download<float>(0, recv0, 3), (std::vector<float>{1, 7, 8}));
+  EXPECT_EQ(Download<float>(1, recv1, 3), (std::vector<float>{2, 3, 4}));
+  // Rank 1 expects 2 elements from rank 0, which sends 3: refused on both
+  // ranks before anything moves.
+  Upload<float>(1, recv1, {0, 0, 0});
+  errors = RunAll({AllToAllV(0, send0, {1, 3}, recv0, {1, 2}),
+                   AllToAllV(1, send1, {2, 0}, recv1, {2, 0})});
+  for (const auto& error : errors) {
+    ASSERT_TRUE(error.has_value());
+    EXPECT_NE(error->message.find(
+                  "rank 0 sends 3 elements to rank 1, which expects 2"),
+              std::string::npos)
+        << error->message;
+  }
+  EXPECT_EQ(Download<float>(1, recv1, 3), (std::vector<float>{0, 0, 0}));
+}
+
+TEST_F(CollectiveEngineTest, ARankThatLeavesFailsTheOthersWaitingNamingIt) {
+  MakeRanks(2);
+  const uint64_t a0 = Alloc(0, 16);
+  const absl::Time start = absl::Now();
+  std::optional<StreamErrorRecord> error;
+  std::thread waiter([&] {
+    error = ranks_[0].stream->Run(
+        Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0));
+  });
+  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_TRUE(communicators_
+                  .Leave(ranks_[1].session->id(), ranks_[1].communicator,
+                         /*abort=*/false)
+                  .ok());
+  waiter.join();
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->code, proto::COLLECTIVE_FAILURE);
+  EXPECT_NE(error->message.find("rank 1 (pid "), std::string::npos)
+      << error->message;
+  EXPECT_NE(error->message.find("left communicator job-1"), std::string::npos);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
 }  // namespace

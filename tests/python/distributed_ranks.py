@@ -315,10 +315,158 @@ def hosts(rank, world, device):
     dist.scatter(received, list(big.chunk(world)) if rank == 2 else None,
                  src=2)
     out["scatter"] = encode(received)
+    # Point to point within a daemon (0 -> 1, 2 -> 3) and across (1 -> 2,
+    # 3 -> 0): a ring, every rank sending before it receives.
+    received = torch.empty(6, device=device)
+    works = dist.batch_isend_irecv([
+        dist.P2POp(dist.isend, part(rank, torch.float32).to(device),
+                   (rank + 1) % world),
+        dist.P2POp(dist.irecv, received, (rank - 1) % world)])
+    for work in works:
+        work.wait()
+    out["ring"] = encode(received)
+    sends, receives = unequal_splits(rank, world)
+    source = torch.cat([rows_for(rank, q, sends[q])
+                        for q in range(world)]).to(device)
+    target = torch.empty(sum(receives), 3, device=device)
+    dist.all_to_all_single(target, source, output_split_sizes=receives,
+                           input_split_sizes=sends)
+    out["all_to_all_single/unequal"] = encode(target)
     return out
 
 
-SCENARIOS = {"hosts": hosts, "checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
+def unequal_splits(rank, world):
+    """Rows rank `rank` sends to each rank (some none), and receives."""
+    sends = [(rank + 1) * (q + 2) % 5 for q in range(world)]
+    receives = [(q + 1) * (rank + 2) % 5 for q in range(world)]
+    return sends, receives
+
+
+def rows_for(sender, receiver, count):
+    """The rows `sender` sends `receiver`: 3 columns, distinct values."""
+    base = 1000 * sender + 100 * receiver
+    return (torch.arange(count * 3, dtype=torch.float32) + base).reshape(
+        count, 3)
+
+
+def point_to_point(rank, world, device):
+    """send/recv, isend/irecv and batch_isend_irecv; unequal all_to_all."""
+    out = {}
+    right, left = (rank + 1) % world, (rank - 1) % world
+    # A ring through batch_isend_irecv.
+    received = torch.empty(6, device=device)
+    works = dist.batch_isend_irecv([
+        dist.P2POp(dist.isend, part(rank, torch.float32).to(device), right),
+        dist.P2POp(dist.irecv, received, left)])
+    for work in works:
+        work.wait()
+    out["ring"] = encode(received)
+    # Both ranks of a pair send first, then receive, 4 MiB each way: sends
+    # and receives must not wait for each other.
+    peer = rank ^ 1
+    if peer < world:
+        big = torch.full((1 << 20,), float(rank), device=device)
+        into = torch.empty_like(big)
+        sent = dist.isend(big, peer)
+        got = dist.irecv(into, peer)
+        sent.wait()
+        got.wait()
+        out["exchange"] = [into.min().item(), into.max().item()]
+    # Rank 0 sends every dtype, a non-contiguous tensor and three messages
+    # in order to every other rank (blocking send and recv).
+    if rank == 0:
+        for dtype in DTYPES:
+            for to in range(1, world):
+                dist.send(part(to, dtype).to(device), to)
+        matrix = (torch.arange(12, dtype=torch.float32)).reshape(3, 4)
+        for to in range(1, world):
+            dist.send(matrix.to(device).t(), to)
+            for count in (1, 5, 2):
+                dist.send(torch.full((count,), float(count), device=device),
+                          to)
+    else:
+        for dtype in DTYPES:
+            into = torch.empty(6, dtype=dtype, device=device)
+            dist.recv(into, 0)
+            out[f"dtype/{str(dtype).split('.')[1]}"] = encode(into)
+        into = torch.empty(3, 4, device=device).t()
+        dist.recv(into, 0)
+        out["non_contiguous"] = encode(into)
+        out["in_order"] = []
+        for count in (1, 5, 2):
+            into = torch.empty(count, device=device)
+            dist.recv(into, src=0)
+            out["in_order"].append(encode(into))
+    # float8 moves (all_gather, send/recv) and is refused at the call for
+    # a reduction, on this rank alone: the group goes on.
+    for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+        name = str(dtype).split(".")[1]
+        value = part(rank, torch.float32).to(dtype).to(device)
+        gathered = torch.empty(world * 6, dtype=dtype, device=device)
+        dist.all_gather_into_tensor(gathered, value)
+        out[f"float8/{name}/all_gather"] = encode(gathered.float())
+        if rank == 0:
+            dist.send(value, 1)
+        elif rank == 1:
+            into = torch.empty(6, dtype=dtype, device=device)
+            dist.recv(into, 0)
+            out[f"float8/{name}/recv"] = encode(into.float())
+        try:
+            dist.all_reduce(value)
+            out[f"float8/{name}/all_reduce"] = None
+        except Exception as error:  # noqa: BLE001 - reported to the test
+            out[f"float8/{name}/all_reduce"] = f"{type(error).__name__}: {error}"
+    # all_to_all_single with split sizes, and all_to_all of unequal tensors.
+    sends, receives = unequal_splits(rank, world)
+    source = torch.cat([rows_for(rank, q, sends[q])
+                        for q in range(world)]).to(device)
+    target = torch.empty(sum(receives), 3, device=device)
+    dist.all_to_all_single(target, source, output_split_sizes=receives,
+                           input_split_sizes=sends)
+    out["all_to_all_single"] = encode(target)
+    targets = [torch.empty(receives[q], 3, device=device)
+               for q in range(world)]
+    dist.all_to_all(targets, list(source.split(sends)))
+    out["all_to_all"] = encode(torch.cat(targets))
+    torch.openreg.synchronize()
+    return out
+
+
+def transfer_mismatch(rank, world, device):
+    try:
+        if rank == 0:
+            dist.send(torch.ones(4, device=device), 1)
+        else:
+            dist.recv(torch.empty(3, device=device), 0)
+        torch.openreg.synchronize()
+        return {"error": None}
+    except Exception as error:  # noqa: BLE001 - reported to the test
+        return {"error": f"{type(error).__name__}: {error}"}
+
+
+def split(rank, world, device):
+    """split_group into [[0, 2], [1, 3]]: each subgroup's all_reduce and a
+    send/recv by group rank."""
+    group = dist.split_group(split_ranks=[[0, 2], [1, 3]])
+    tensor = torch.full((4,), float(rank + 1), device=device)
+    dist.all_reduce(tensor, group=group)
+    out = {"all_reduce": encode(tensor),
+           "group_rank": dist.get_rank(group),
+           "group_size": dist.get_world_size(group)}
+    message = torch.full((3,), float(rank), device=device)
+    if dist.get_rank(group) == 0:
+        dist.send(message, group_dst=1, group=group)
+    else:
+        dist.recv(message, group_src=0, group=group)
+    out["received"] = encode(message)
+    torch.openreg.synchronize()
+    dist.destroy_process_group(group)
+    return out
+
+
+SCENARIOS = {"point_to_point": point_to_point,
+             "transfer_mismatch": transfer_mismatch, "split": split,
+             "hosts": hosts, "checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
              "dies": dies, "mismatch": mismatch}
 
 
@@ -327,7 +475,9 @@ def main():
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     device = torch.device("openreg", rank % torch.openreg.device_count())
     torch.openreg.set_device(device)
-    dist.init_process_group(rank=rank, world_size=world)
+    # split_group needs the default group bound to a device, as with NCCL.
+    dist.init_process_group(rank=rank, world_size=world,
+                            device_id=device if scenario == "split" else None)
     result = SCENARIOS[scenario](rank, world, device)
     print("RESULT " + json.dumps(result), flush=True)
     if scenario not in ("dies",):

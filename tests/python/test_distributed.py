@@ -187,6 +187,73 @@ def test_a_sharded_checkpoint_saves_and_loads(tmp_path):
         assert result["saved"] == results[0]["saved"]
 
 
+def expected_unequal_all_to_all(rank, world):
+    """What all_to_all with distributed_ranks.unequal_splits delivers to
+    `rank`: from each rank q, in rank order, the rows q sends it."""
+    _, receives = distributed_ranks.unequal_splits(rank, world)
+    return encoded(torch.cat([distributed_ranks.rows_for(q, rank, receives[q])
+                              for q in range(world)]))
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_point_to_point_and_unequal_all_to_all_move_the_right_data(world):
+    """send/recv of every dtype and of a non-contiguous tensor, messages
+    matched in order, a batch_isend_irecv ring, pairs that both send
+    before they receive (4 MiB each way), and all_to_all with unequal
+    (some empty) blocks."""
+    results, _ = run_ranks("point_to_point", world)
+    part = distributed_ranks.part
+    for rank, result in enumerate(results):
+        assert result["ring"] == encoded(part((rank - 1) % world,
+                                              torch.float32)), rank
+        peer = rank ^ 1
+        assert result["exchange"] == [float(peer), float(peer)], rank
+        for dtype in (torch.float8_e4m3fn, torch.float8_e5m2):
+            name = str(dtype).split(".")[1]
+            values = [part(r, torch.float32).to(dtype).float()
+                      for r in range(world)]
+            assert result[f"float8/{name}/all_gather"] == encoded(
+                torch.cat(values)), name
+            if rank == 1:
+                assert result[f"float8/{name}/recv"] == encoded(values[0])
+            error = result[f"float8/{name}/all_reduce"]
+            assert error.startswith("RuntimeError: occl: all_reduce of "
+                                    "Float8_"), error
+            assert "not reduced" in error, error
+        want = expected_unequal_all_to_all(rank, world)
+        assert result["all_to_all_single"] == want, rank
+        assert result["all_to_all"] == want, rank
+        if rank == 0:
+            continue
+        for dtype in distributed_ranks.DTYPES:
+            name = str(dtype).split(".")[1]
+            assert result[f"dtype/{name}"] == encoded(part(rank, dtype)), name
+        matrix = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+        assert result["non_contiguous"] == encoded(matrix.t())
+        assert result["in_order"] == [[1.0], [5.0] * 5, [2.0] * 2]
+
+
+def test_a_send_and_a_recv_that_disagree_fail_on_both_ranks():
+    results, _ = run_ranks("transfer_mismatch", 2)
+    for rank in range(2):
+        error = results[rank]["error"]
+        assert error is not None
+        assert error.startswith("DistBackendError: "), error
+        assert "4 x Float from rank 0 to rank 1" in error, error
+        assert "3 x Float from rank 0 to rank 1" in error, error
+
+
+def test_split_group_forms_subgroups_that_run_collectives_and_transfers():
+    results, _ = run_ranks("split", 4)
+    for rank, result in enumerate(results):
+        members = [0, 2] if rank % 2 == 0 else [1, 3]
+        assert result["group_size"] == 2
+        assert result["group_rank"] == members.index(rank)
+        total = float(sum(member + 1 for member in members))
+        assert result["all_reduce"] == [total] * 4, rank
+        assert result["received"] == [float(members[0])] * 3, rank
+
+
 def test_ranks_on_two_daemons_standing_for_two_hosts():
     """Ranks 0-1 on this module's daemon, 2-3 on another: every collective
     runs hierarchically (within each daemon, then gloo between the
@@ -226,6 +293,9 @@ def test_ranks_on_two_daemons_standing_for_two_hosts():
             assert result["reduce"] == encoded(floats[rank])
         if rank == 1:
             assert result["gather"] == encoded(torch.cat(floats))
+        assert result["ring"] == encoded(floats[(rank - 1) % 4]), rank
+        assert result["all_to_all_single/unequal"] == (
+            expected_unequal_all_to_all(rank, 4)), rank
 
 
 def test_fsdp2_across_two_daemons_equals_single_process():
@@ -272,6 +342,40 @@ def test_torchrun_runs_an_unchanged_ddp_script():
     # torchrun forwards both ranks' output to one pipe: lines may interleave.
     losses = re.findall(r"final loss (\d+\.\d{8})", completed.stdout)
     assert len(losses) == 2 and losses[0] == losses[1], completed.stdout
+
+
+def test_torchrun_on_two_nodes_with_a_daemon_each_runs_the_same_script():
+    """`torchrun --nnodes=2` once per "host", each pointing its ranks at its
+    own daemon (OPENREG_DAEMON_SOCKET in the node's environment): 4 ranks
+    whose collectives run hierarchically end with the same weights."""
+    script = os.path.join(HERE, "..", "..", "examples", "distributed",
+                          "ddp_train.py")
+    port = free_port()
+    with torch_openreg.testing.Daemon(devices=2,
+                                      memory_per_device="1GiB") as other:
+        nodes = [subprocess.Popen(
+            [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
+             f"--node_rank={node}", "--nproc_per_node=2",
+             "--master_addr=127.0.0.1", f"--master_port={port}", script,
+             "--steps=3"],
+            env=python_env(OPENREG_DAEMON_SOCKET=daemon.socket,
+                           OPENREG_AUTOSPAWN="0"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for node, daemon in enumerate([DAEMON, other])]
+        outputs = []
+        try:
+            for node in nodes:
+                outputs.append(node.communicate(timeout=TIMEOUT))
+        finally:
+            for node in nodes:
+                if node.poll() is None:
+                    node.kill()
+                    node.wait()
+    losses = []
+    for node, (stdout, stderr) in zip(nodes, outputs):
+        assert node.returncode == 0, stderr[-3000:]
+        losses += re.findall(r"final loss (\d+\.\d{8})", stdout)
+    assert len(losses) == 4 and len(set(losses)) == 1, losses
 
 
 def test_the_backend_is_registered_for_openreg_at_import():

@@ -17,8 +17,20 @@ namespace openreg::torch_backend {
 namespace py = pybind11;
 
 void RegisterOcclBindings(py::module_& module) {
-  module.def("_occl_init", [module]() mutable {
+  // `former(store, rank, size, timeout)` forms a group (the Python
+  // creator's logic); split() calls it for its subgroups.
+  module.def("_occl_init", [module](const py::function& former) mutable {
     if (py::hasattr(module, "ProcessGroupOCCL")) return;
+    // Never destroyed: it may be called until the process exits, and a
+    // Python object must not be released after the interpreter.
+    auto* kept = new py::function(former);
+    ProcessGroupOCCL::SetGroupFormer(
+        [kept](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+               std::chrono::milliseconds timeout) {
+          const py::gil_scoped_acquire gil;
+          return (*kept)(store, rank, size, timeout)
+              .cast<c10::intrusive_ptr<c10d::Backend>>();
+        });
     // torch.distributed's Backend must be registered with pybind11 first.
     py::module_::import("torch.distributed");
     py::class_<ProcessGroupOCCL, c10d::Backend,
@@ -27,19 +39,26 @@ void RegisterOcclBindings(py::module_& module) {
                  [](int rank, int size, std::chrono::milliseconds timeout,
                     const std::string& comm_id, int local_rank, int local_size,
                     std::vector<int> host_of_rank,
-                    std::optional<c10::intrusive_ptr<c10d::Backend>> leaders) {
+                    std::optional<c10::intrusive_ptr<c10d::Backend>> leaders,
+                    std::optional<c10::intrusive_ptr<c10d::Backend>> everyone) {
                    ProcessGroupOCCL::Hosts hosts;
                    hosts.local_rank = local_rank;
                    hosts.local_size = local_size;
                    hosts.host_of_rank = std::move(host_of_rank);
                    if (leaders.has_value()) hosts.leaders = *leaders;
+                   if (everyone.has_value()) hosts.everyone = *everyone;
                    return c10::make_intrusive<ProcessGroupOCCL>(
                        rank, size, timeout, comm_id, std::move(hosts));
                  }),
              py::arg("rank"), py::arg("size"), py::arg("timeout"),
              py::arg("comm_id"), py::arg("local_rank"), py::arg("local_size"),
-             py::arg("host_of_rank"), py::arg("leaders"),
-             py::call_guard<py::gil_scoped_release>());
+             py::arg("host_of_rank"), py::arg("leaders"), py::arg("everyone"),
+             py::call_guard<py::gil_scoped_release>())
+        // c10d's split_group deep-copies the parent's options, which the
+        // base Options class cannot be: None makes split() use
+        // getBackendOptions() instead.
+        .def_property_readonly(
+            "options", [](const ProcessGroupOCCL&) { return py::none(); });
   });
 }
 

@@ -7,11 +7,14 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
 #include "torch_backend/device_guard.h"
+#include "torch_backend/distributed/host_transfer_work.h"
 #include "torch_backend/distributed/occl_work.h"
+#include "torch_backend/ignored_error.h"
 #include "torch_backend/runtime_error.h"
 
 namespace openreg::torch_backend {
@@ -74,6 +77,32 @@ std::pair<proto::ReduceOp, double> ToReduceOp(const c10d::ReduceOp& op) {
   }
 }
 
+// Reductions the daemon refuses (collective_engine.cc validates every
+// rank's command), refused here at the call, before anything is enqueued:
+// a rank that alone sent a bad collective would fail the whole group.
+void CheckReducible(const std::vector<at::Tensor>& tensors, proto::ReduceOp op,
+                    const char* name) {
+  for (const at::Tensor& tensor : tensors) {
+    const c10::ScalarType dtype = tensor.scalar_type();
+    TORCH_CHECK(!c10::isFloat8Type(dtype) && !c10::isQIntType(dtype) &&
+                    !c10::isBitsType(dtype),
+                "occl: ", name, " of ", dtype,
+                " is not supported: float8, quantized and bits dtypes are "
+                "not reduced (move them with all_gather, or reduce in a wider "
+                "dtype)");
+    const bool floating =
+        c10::isFloatingType(dtype) || c10::isComplexType(dtype);
+    TORCH_CHECK(floating || (op != proto::AVG && op != proto::PREMUL_SUM),
+                "occl: ", name,
+                ": avg and premul_sum need a floating-point "
+                "dtype, not ",
+                dtype);
+    TORCH_CHECK(
+        !c10::isComplexType(dtype) || (op != proto::MIN && op != proto::MAX),
+        "occl: ", name, ": min and max are not defined for ", dtype);
+  }
+}
+
 // Runs `body` on a contiguous version of `tensor` (itself when already
 // contiguous), then copies back what `body` wrote: on the current stream.
 void WithContiguous(const at::Tensor& tensor, bool copy_back,
@@ -111,7 +140,7 @@ c10d::ReduceOp AcrossHosts(proto::ReduceOp op) {
 ProcessGroupOCCL::ProcessGroupOCCL(int rank, int size,
                                    std::chrono::milliseconds timeout,
                                    const std::string& comm_id, Hosts hosts)
-    : c10d::Backend(rank, size), hosts_(std::move(hosts)) {
+    : c10d::Backend(rank, size), hosts_(std::move(hosts)), timeout_(timeout) {
   if (hosts_.local_size == 0) hosts_.local_size = size;
   TORCH_CHECK(hosts_.local_rank >= 0 && hosts_.local_rank < hosts_.local_size &&
                   hosts_.local_size <= size,
@@ -288,6 +317,36 @@ void ProcessGroupOCCL::BroadcastAcrossHosts(const at::Tensor& tensor, int root,
   }
 }
 
+namespace {
+
+ProcessGroupOCCL::GroupFormer& Former() {
+  static auto* former = new ProcessGroupOCCL::GroupFormer();
+  return *former;
+}
+
+}  // namespace
+
+void ProcessGroupOCCL::SetGroupFormer(GroupFormer former) {
+  Former() = std::move(former);
+}
+
+c10::intrusive_ptr<c10d::Backend::Options>
+ProcessGroupOCCL::getBackendOptions() {
+  return c10::make_intrusive<Options>(kName, timeout_);
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupOCCL::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  const auto found = std::find(ranks.begin(), ranks.end(), rank_);
+  if (found == ranks.end()) return nullptr;
+  TORCH_CHECK(Former() != nullptr,
+              "occl: split_group before torch_openreg registered occl");
+  return Former()(store, static_cast<int>(found - ranks.begin()),
+                  static_cast<int>(ranks.size()),
+                  opts != nullptr ? opts->timeout : timeout_);
+}
+
 ProcessGroupOCCL::~ProcessGroupOCCL() { shutdown(); }
 
 void ProcessGroupOCCL::abort() {
@@ -299,6 +358,19 @@ void ProcessGroupOCCL::abort() {
 void ProcessGroupOCCL::shutdown() {
   if (!joined_) return;
   joined_ = false;
+  // As ncclCommDestroy: what this rank issued completes first (the other
+  // ranks may be waiting for it); a failure was or will be reported by the
+  // collective's own Work.
+  for (const std::optional<c10::Stream>& stream : streams_) {
+    if (stream.has_value()) {
+      IgnoreError(StreamSynchronize(static_cast<StreamId>(stream->id())),
+                  "a failed collective reports itself through its Work");
+    }
+  }
+  for (const auto& [key, stream] : transfer_streams_) {
+    IgnoreError(StreamSynchronize(static_cast<StreamId>(stream.id())),
+                "a failed transfer reports itself through its Work");
+  }
   CommDestroy(comm_, /*abort=*/false);
 }
 
@@ -318,9 +390,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::Run(
     const std::vector<at::Tensor>& outputs, const Enqueue& enqueue) {
   TORCH_CHECK(joined_, "occl: ", name,
               " on a process group that was shut down or aborted");
+  return RunOn(CommunicationStream(device), type, name, inputs, outputs,
+               enqueue);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::RunOn(
+    c10::Stream communication, c10d::OpType type, const char* name,
+    const std::vector<at::Tensor>& inputs,
+    const std::vector<at::Tensor>& outputs, const Enqueue& enqueue) {
+  TORCH_CHECK(joined_, "occl: ", name,
+              " on a process group that was shut down or aborted");
+  const c10::Device device = communication.device();
+  ++issued_;
   const c10::impl::VirtualGuardImpl impl(kOpenReg);
   const c10::Stream current = impl.getStream(device);
-  const c10::Stream communication = CommunicationStream(device);
   // The collective reads what the caller's stream wrote before the call.
   c10::Event ready(kOpenReg);
   ready.record(current);
@@ -356,6 +439,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const c10::Device device = DeviceOf(tensors, "allreduce tensors");
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
+  CheckReducible(tensors, op, "all_reduce");
   return Run(c10d::OpType::ALLREDUCE, "all_reduce", device, tensors, tensors,
              [&, op = op, scale = scale](StreamId stream) {
                for (const at::Tensor& tensor : tensors) {
@@ -405,6 +489,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce(
     std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   const c10::Device device = DeviceOf(tensors, "reduce tensors");
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
+  CheckReducible(tensors, op, "reduce");
   const int root = static_cast<int>(opts.rootRank);
   return Run(c10d::OpType::REDUCE, "reduce", device, tensors, tensors,
              [&, op = op, scale = scale](StreamId stream) {
@@ -508,6 +593,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::_reduce_scatter_base(
               " elements, not the output's ", output.numel(), " x ", size_,
               " ranks");
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
+  CheckReducible(inputs, op, "reduce_scatter_tensor");
   return Run(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor",
              device, inputs, outputs,
              [&, op = op, scale = scale](StreamId stream) {
@@ -533,6 +619,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::reduce_scatter(
     CheckOnDevice(part, "reduce_scatter inputs");
   }
   const auto [op, scale] = ToReduceOp(opts.reduceOp);
+  CheckReducible(parts, op, "reduce_scatter");
   return Run(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", device, parts,
              outputs, [&, op = op, scale = scale](StreamId stream) {
                std::vector<at::Tensor> flat_parts;
@@ -562,6 +649,93 @@ ProcessGroupOCCL::reduce_scatter_tensor_coalesced(
   return last;
 }
 
+namespace {
+
+// all_to_all_single's split sizes (rows of dim 0; none: equal) as element
+// counts per rank.
+std::vector<int64_t> SplitCounts(const at::Tensor& tensor,
+                                 const std::vector<int64_t>& splits, int size,
+                                 const char* what) {
+  TORCH_CHECK(tensor.dim() >= 1, "occl: all_to_all_single: the ", what,
+              " needs at least one dimension");
+  const int64_t rows = tensor.size(0);
+  const int64_t row = rows == 0 ? 0 : tensor.numel() / rows;
+  std::vector<int64_t> counts;
+  if (splits.empty()) {
+    TORCH_CHECK(rows % size == 0, "occl: all_to_all_single: the ", what,
+                " has ", rows, " rows, not divisible by ", size,
+                " ranks; pass split sizes");
+    counts.assign(size, rows / size * row);
+    return counts;
+  }
+  TORCH_CHECK(static_cast<int>(splits.size()) == size,
+              "occl: all_to_all_single: ", splits.size(), " ", what,
+              " split sizes for ", size, " ranks");
+  int64_t total = 0;
+  for (const int64_t split : splits) {
+    TORCH_CHECK(split >= 0, "occl: all_to_all_single: negative split size");
+    total += split;
+    counts.push_back(split * row);
+  }
+  TORCH_CHECK(total == rows, "occl: all_to_all_single: the ", what,
+              " split sizes add up to ", total, ", but it has ", rows, " rows");
+  return counts;
+}
+
+}  // namespace
+
+void ProcessGroupOCCL::AllToAllVOnStream(
+    const at::Tensor& input, const std::vector<int64_t>& send_counts,
+    const at::Tensor& output, const std::vector<int64_t>& recv_counts,
+    StreamId stream) {
+  if (!SpansHosts()) {
+    const std::vector<size_t> sends(send_counts.begin(), send_counts.end());
+    const std::vector<size_t> receives(recv_counts.begin(), recv_counts.end());
+    Check(AllToAllV(Address(input), sends.data(), Address(output),
+                    receives.data(), DtypeCode(input), comm_, stream),
+          "AllToAllV");
+    return;
+  }
+  // Every rank's counts everywhere, so that every rank checks every pair;
+  // then an equal all_to_all of blocks padded to the largest.
+  std::vector<int64_t> mine(send_counts);
+  mine.insert(mine.end(), recv_counts.begin(), recv_counts.end());
+  const at::Tensor counts = at::tensor(mine).to(input.device());
+  const int64_t ranks = size_;
+  const at::Tensor gathered = at::empty({ranks * 2 * ranks}, counts.options());
+  AllGatherAcrossHosts(counts, gathered, stream);
+  const at::Tensor all = gathered.cpu();
+  const int64_t* table = all.data_ptr<int64_t>();
+  int64_t largest = 0;
+  for (int from = 0; from < size_; ++from) {
+    for (int to = 0; to < size_; ++to) {
+      const int64_t sent = table[from * 2 * ranks + to];
+      const int64_t expected = table[to * 2 * ranks + ranks + from];
+      TORCH_CHECK(sent == expected,
+                  "occl: ranks disagree on the split sizes: rank ", from,
+                  " sends ", sent, " elements to rank ", to, ", which expects ",
+                  expected, " from it");
+      largest = std::max(largest, sent);
+    }
+  }
+  if (largest == 0) return;
+  const at::Tensor padded_input = at::zeros({size_ * largest}, input.options());
+  int64_t offset = 0;
+  for (int to = 0; to < size_; ++to) {
+    padded_input.narrow(0, to * largest, send_counts[to])
+        .copy_(input.narrow(0, offset, send_counts[to]));
+    offset += send_counts[to];
+  }
+  const at::Tensor padded_output = at::empty_like(padded_input);
+  AllToAllOnStream(padded_input, padded_output, stream);
+  offset = 0;
+  for (int from = 0; from < size_; ++from) {
+    output.narrow(0, offset, recv_counts[from])
+        .copy_(padded_output.narrow(0, from * largest, recv_counts[from]));
+    offset += recv_counts[from];
+  }
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(
     at::Tensor& output, at::Tensor& input,
     std::vector<int64_t>& output_split_sizes,
@@ -569,27 +743,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall_base(
   std::vector<at::Tensor> inputs{input}, outputs{output};
   const c10::Device device = DeviceOf(inputs, "all_to_all input");
   DeviceOf(outputs, "all_to_all output");
-  const auto equal = [&](const std::vector<int64_t>& splits,
-                         const at::Tensor& tensor) {
-    if (splits.empty()) return true;
-    for (int64_t split : splits) {
-      if (split * size_ != tensor.size(0)) return false;
-    }
-    return true;
-  };
-  TORCH_CHECK(
-      equal(output_split_sizes, output) && equal(input_split_sizes, input),
-      "occl: all_to_all_single with unequal split sizes is not "
-      "supported yet (docs/DISTRIBUTED.md, limits)");
-  TORCH_CHECK(input.numel() == output.numel() && input.numel() % size_ == 0,
-              "occl: all_to_all_single: input and output must have the same "
-              "number of elements, divisible by ",
-              size_, " ranks");
+  TORCH_CHECK(input.scalar_type() == output.scalar_type(),
+              "occl: all_to_all_single: input is ", input.scalar_type(),
+              ", output ", output.scalar_type());
+  // Always the unequal form, so that ranks passing split sizes and ranks
+  // passing none still meet the same collective.
+  std::vector<int64_t> send_counts =
+      SplitCounts(input, input_split_sizes, size_, "input");
+  std::vector<int64_t> recv_counts =
+      SplitCounts(output, output_split_sizes, size_, "output");
   return Run(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", device, inputs,
-             outputs, [&](StreamId stream) {
-               const at::Tensor flat_input = input.contiguous();
+             outputs,
+             [&, send_counts = std::move(send_counts),
+              recv_counts = std::move(recv_counts)](StreamId stream) {
+               const at::Tensor flat_input = input.reshape({-1}).contiguous();
                WithContiguous(output, true, [&](const at::Tensor& flat) {
-                 AllToAllOnStream(flat_input, flat, stream);
+                 AllToAllVOnStream(flat_input, send_counts, flat.view({-1}),
+                                   recv_counts, stream);
                });
              });
 }
@@ -602,29 +772,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::alltoall(
               "occl: all_to_all takes one input and one output per rank");
   const c10::Device device = DeviceOf(inputs, "all_to_all inputs");
   DeviceOf(outputs, "all_to_all outputs");
+  std::vector<int64_t> send_counts, recv_counts;
   for (int r = 0; r < size_; ++r) {
-    TORCH_CHECK(inputs[r].numel() == inputs[0].numel() &&
-                    outputs[r].numel() == inputs[0].numel(),
-                "occl: all_to_all with tensors of different sizes is not "
-                "supported yet (docs/DISTRIBUTED.md, limits)");
+    TORCH_CHECK(inputs[r].scalar_type() == inputs[0].scalar_type() &&
+                    outputs[r].scalar_type() == inputs[0].scalar_type(),
+                "occl: all_to_all tensors of different dtypes");
+    send_counts.push_back(inputs[r].numel());
+    recv_counts.push_back(outputs[r].numel());
   }
-  return Run(
-      c10d::OpType::ALLTOALL, "all_to_all", device, inputs, outputs,
-      [&](StreamId stream) {
-        std::vector<at::Tensor> flat_inputs;
-        flat_inputs.reserve(inputs.size());
-        for (const at::Tensor& tensor : inputs) {
-          flat_inputs.push_back(tensor.reshape({-1}));
-        }
-        const at::Tensor sent = at::cat(flat_inputs);
-        const at::Tensor received = at::empty_like(sent);
-        const int64_t block = inputs[0].numel();
-        AllToAllOnStream(sent, received, stream);
-        for (int r = 0; r < size_; ++r) {
-          outputs[r].copy_(
-              received.narrow(0, r * block, block).view(outputs[r].sizes()));
-        }
-      });
+  return Run(c10d::OpType::ALLTOALL, "all_to_all", device, inputs, outputs,
+             [&](StreamId stream) {
+               std::vector<at::Tensor> flat_inputs;
+               flat_inputs.reserve(inputs.size());
+               for (const at::Tensor& tensor : inputs) {
+                 flat_inputs.push_back(tensor.reshape({-1}));
+               }
+               const at::Tensor sent = at::cat(flat_inputs);
+               int64_t total = 0;
+               for (const int64_t count : recv_counts) total += count;
+               const at::Tensor received = at::empty({total}, sent.options());
+               AllToAllVOnStream(sent, send_counts, received, recv_counts,
+                                 stream);
+               int64_t offset = 0;
+               for (int r = 0; r < size_; ++r) {
+                 outputs[r].copy_(received.narrow(0, offset, recv_counts[r])
+                                      .view(outputs[r].sizes()));
+                 offset += recv_counts[r];
+               }
+             });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::gather(
@@ -715,20 +890,84 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(
   return work;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(std::vector<at::Tensor>&,
-                                                      int, int) {
-  TORCH_CHECK(false,
-              "occl: send/recv (point to point) are not supported yet "
-              "(docs/DISTRIBUTED.md, limits); use a collective, or gloo on "
-              "CPU tensors");
+c10::Stream ProcessGroupOCCL::TransferStream(c10::Device device, int peer,
+                                             bool sending) {
+  const auto key = std::make_tuple(device.index(), peer, sending);
+  auto found = transfer_streams_.find(key);
+  if (found == transfer_streams_.end()) {
+    found = transfer_streams_.emplace(key, NewDedicatedStream(device.index()))
+                .first;
+  }
+  return found->second;
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(std::vector<at::Tensor>&,
-                                                      int, int) {
-  TORCH_CHECK(false,
-              "occl: send/recv (point to point) are not supported yet "
-              "(docs/DISTRIBUTED.md, limits); use a collective, or gloo on "
-              "CPU tensors");
+int ProcessGroupOCCL::LocalRankOf(int peer) const {
+  if (!SpansHosts()) return peer;
+  const int host = hosts_.host_of_rank[peer];
+  if (host != hosts_.host_of_rank[rank_]) return -1;
+  int local = 0;
+  for (int r = 0; r < peer; ++r) local += hosts_.host_of_rank[r] == host;
+  return local;
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::Transfer(
+    std::vector<at::Tensor>& tensors, int peer, bool sending) {
+  const char* name = sending ? "send" : "recv";
+  TORCH_CHECK(tensors.size() == 1, "occl: ", name, " takes one tensor");
+  TORCH_CHECK(peer >= 0 && peer < size_, "occl: ", name, ": peer ", peer,
+              " is outside a group of ", size_, " ranks");
+  TORCH_CHECK(peer != rank_, "occl: ", name, " to or from itself (rank ", rank_,
+              ")");
+  const c10::Device device =
+      DeviceOf(tensors, sending ? "send tensor" : "recv tensor");
+  const at::Tensor tensor = tensors[0];
+  const int local_peer = LocalRankOf(peer);
+  const std::vector<at::Tensor> none;
+  const std::vector<at::Tensor>& inputs = sending ? tensors : none;
+  const std::vector<at::Tensor>& outputs = sending ? none : tensors;
+  if (local_peer < 0) {
+    // Another daemon: through host memory and the gloo group of every
+    // rank. gloo posts the transfer and returns; a recv's data reaches the
+    // device when its Work is waited on or seen completed.
+    TORCH_CHECK(hosts_.everyone, "occl: ", name,
+                " across daemons without the gloo group of every rank");
+    TORCH_CHECK(joined_, "occl: ", name,
+                " on a process group that was shut down or aborted");
+    ++issued_;
+    std::vector<at::Tensor> host;
+    if (sending) {
+      host.push_back(tensor.to(at::kCPU).contiguous());
+      return c10::make_intrusive<HostTransferWork>(
+          rank_, c10d::OpType::SEND, hosts_.everyone->send(host, peer, 0),
+          host[0], at::Tensor());
+    }
+    host.push_back(
+        at::empty(tensor.sizes(), tensor.options().device(at::kCPU)));
+    return c10::make_intrusive<HostTransferWork>(
+        rank_, c10d::OpType::RECV, hosts_.everyone->recv(host, peer, 0),
+        host[0], tensor);
+  }
+  const c10::Stream stream = TransferStream(device, peer, sending);
+  return RunOn(stream, sending ? c10d::OpType::SEND : c10d::OpType::RECV, name,
+               inputs, outputs, [&](StreamId on) {
+                 WithContiguous(tensor, !sending, [&](const at::Tensor& flat) {
+                   Check(sending ? Send(Address(flat), flat.numel(),
+                                        DtypeCode(flat), local_peer, comm_, on)
+                                 : Recv(Address(flat), flat.numel(),
+                                        DtypeCode(flat), local_peer, comm_, on),
+                         name);
+                 });
+               });
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::send(
+    std::vector<at::Tensor>& tensors, int dst_rank, int /*tag*/) {
+  return Transfer(tensors, dst_rank, /*sending=*/true);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recv(
+    std::vector<at::Tensor>& tensors, int src_rank, int /*tag*/) {
+  return Transfer(tensors, src_rank, /*sending=*/false);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::recvAnysource(

@@ -15,9 +15,11 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <tuple>
 #include <vector>
 
 #include "openreg/collectives.h"
@@ -39,7 +41,15 @@ class ProcessGroupOCCL : public c10d::Backend {
     // rank of a daemon's first rank is its daemon's number.
     std::vector<int> host_of_rank;
     c10::intrusive_ptr<c10d::Backend> leaders;
+    // A gloo group of every rank, for send/recv between daemons.
+    c10::intrusive_ptr<c10d::Backend> everyone;
   };
+  // Forms a new group of this backend from `store` (the Python creator,
+  // torch_openreg/distributed.py): split() uses it for its subgroups.
+  using GroupFormer = std::function<c10::intrusive_ptr<c10d::Backend>(
+      const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+      std::chrono::milliseconds timeout)>;
+  static void SetGroupFormer(GroupFormer former);
 
   // Joins communicator `comm_id` (shared through the group's store by the
   // Python creator, torch_openreg/distributed.py) with the ranks of this
@@ -49,6 +59,17 @@ class ProcessGroupOCCL : public c10d::Backend {
   ~ProcessGroupOCCL() override;
 
   const std::string getBackendName() const override { return kName; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  bool supportsSplitting() const override { return true; }
+  // The ranks of `ranks` (sorted group ranks) form a new group; nullptr on
+  // the others.
+  c10::intrusive_ptr<c10d::Backend> split(
+      const c10::intrusive_ptr<c10d::Store>& store,
+      const std::vector<int>& ranks,
+      const c10::intrusive_ptr<Options>& opts) override;
+  // The group's collective count (each rank's, in issue order).
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return issued_; }
 
   c10::intrusive_ptr<c10d::Work> broadcast(
       std::vector<at::Tensor>& tensors,
@@ -123,7 +144,24 @@ class ProcessGroupOCCL : public c10d::Backend {
                                      const std::vector<at::Tensor>& inputs,
                                      const std::vector<at::Tensor>& outputs,
                                      const Enqueue& enqueue);
+  // Run() on `stream` instead of the device's communication stream.
+  c10::intrusive_ptr<c10d::Work> RunOn(c10::Stream stream, c10d::OpType type,
+                                       const char* name,
+                                       const std::vector<at::Tensor>& inputs,
+                                       const std::vector<at::Tensor>& outputs,
+                                       const Enqueue& enqueue);
   c10::Stream CommunicationStream(c10::Device device);
+  // The stream of this rank's sends to (`sending`) or receives from
+  // `peer`, on `device`: a stream of its own, not the pool's, so that a
+  // transfer waiting for its peer holds up nothing else, and sends and
+  // receives between two ranks never wait for each other.
+  c10::Stream TransferStream(c10::Device device, int peer, bool sending);
+  // `peer`'s rank in this daemon's communicator; -1 when it reaches
+  // another daemon.
+  int LocalRankOf(int peer) const;
+  // send/recv's checks and the transfer itself.
+  c10::intrusive_ptr<c10d::Work> Transfer(std::vector<at::Tensor>& tensors,
+                                          int peer, bool sending);
   // The group spans several daemons: collectives run hierarchically
   // (docs/DISTRIBUTED.md, "Several hosts").
   bool SpansHosts() const { return hosts_.local_size != size_; }
@@ -137,6 +175,13 @@ class ProcessGroupOCCL : public c10d::Backend {
                              proto::ReduceOp op, double scale, StreamId stream);
   void AllToAllOnStream(const at::Tensor& input, const at::Tensor& output,
                         StreamId stream);
+  // Unequal blocks: `send_counts[q]` elements of `input` for rank q,
+  // `recv_counts[q]` of `output` from rank q, in rank order.
+  void AllToAllVOnStream(const at::Tensor& input,
+                         const std::vector<int64_t>& send_counts,
+                         const at::Tensor& output,
+                         const std::vector<int64_t>& recv_counts,
+                         StreamId stream);
   void GatherOnStream(const at::Tensor& input, const at::Tensor& output,
                       int root, StreamId stream);
   void ScatterOnStream(const at::Tensor& input, const at::Tensor& output,
@@ -152,9 +197,14 @@ class ProcessGroupOCCL : public c10d::Backend {
                             StreamId stream);
 
   Hosts hosts_;
+  std::chrono::milliseconds timeout_;
   CommId comm_ = 0;
   bool joined_ = false;
+  uint64_t issued_ = 0;
   std::vector<std::optional<c10::Stream>> streams_;
+  // (device, peer, sending) -> the transfer stream.
+  std::map<std::tuple<c10::DeviceIndex, int, bool>, c10::Stream>
+      transfer_streams_;
 };
 
 }  // namespace openreg::torch_backend

@@ -61,6 +61,24 @@ Error Gather(const void* send, void* recv, size_t count, int32_t dtype,
 Error Scatter(const void* send, void* recv, size_t count, int32_t dtype,
               int root, CommId comm, StreamId stream);
 Error Barrier(CommId comm, StreamId stream);
+// Unequal all_to_all: `send` holds send_counts[q] elements for each rank q
+// in rank order, `recv` gets recv_counts[q] from each rank q; both arrays
+// have one count per rank, and rank r's send_counts[q] must equal rank q's
+// recv_counts[r] (checked before anything moves).
+Error AllToAllV(const void* send, const size_t* send_counts, void* recv,
+                const size_t* recv_counts, int32_t dtype, CommId comm,
+                StreamId stream);
+
+// Point-to-point, as ncclSend/ncclRecv: the k-th Send of rank s to rank d
+// meets the k-th Recv of rank d from rank s (counts and dtypes must agree),
+// and each waits on its stream for the other. Sends and receives of one
+// rank do not wait for each other unless they share a stream: put a
+// rank's sends and receives on separate streams when peers exchange data
+// in both directions.
+Error Send(const void* buffer, size_t count, int32_t dtype, int peer,
+           CommId comm, StreamId stream);
+Error Recv(void* buffer, size_t count, int32_t dtype, int peer, CommId comm,
+           StreamId stream);
 
 }  // namespace openreg
 
