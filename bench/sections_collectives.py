@@ -48,10 +48,10 @@ def _daemon_pid():
         return int(lock.read().split()[0])
 
 
-def _run(backend, world, size, iterations, sockets=None):
+def _run(backend, world, size, iterations, sockets=None, **extra_env):
     """(median seconds, rank 0's CPU per all_reduce, daemon CPU per
     all_reduce). `sockets` (by rank): the daemon of each rank, default the
-    bench's."""
+    bench's; `extra_env` is added to the ranks' environment."""
     port = _free_port()
     daemon = _daemon_pid()
     daemon_before = _process_cpu(daemon)
@@ -59,7 +59,8 @@ def _run(backend, world, size, iterations, sockets=None):
     processes = [subprocess.Popen(
         [sys.executable, os.path.join(HERE, "collective_ranks.py"), backend,
          str(rank), str(world), str(port), str(size), str(iterations)],
-        env={**os.environ, "OPENREG_DAEMON_SOCKET": sockets[rank]},
+        env={**os.environ, "OPENREG_DAEMON_SOCKET": sockets[rank],
+             **extra_env},
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for rank in range(world)]
     outputs = [process.communicate(timeout=600) for process in processes]
@@ -153,9 +154,13 @@ def _ddp_row(torch, iterations):
         if i >= 3:
             samples.append(time.perf_counter() - start)
     single = statistics.median(samples)
-    ddp, rank_cpu, daemon_cpu = _run("ddp", 2, 0, iterations)
+    # As torchrun runs them (OMP_NUM_THREADS=1 per rank when it starts
+    # several): the ranks' kernels then share the cores instead of
+    # oversubscribing them; the single process keeps every core.
+    ddp, rank_cpu, daemon_cpu = _run("ddp", 2, 0, iterations,
+                                     OMP_NUM_THREADS="1")
     print(f"DDP step, MLP, global batch {collective_ranks.GLOBAL_BATCH}, 2 "
-          f"ranks: {ddp * 1e3:.2f} ms (rank 0 CPU {rank_cpu * 1e3:.2f} ms, "
+          f"ranks of 1 thread (torchrun's default): {ddp * 1e3:.2f} ms (rank 0 CPU {rank_cpu * 1e3:.2f} ms, "
           f"daemon CPU <= {daemon_cpu * 1e3:.2f} ms per step); one process "
           f"on openreg: {single * 1e3:.2f} ms")
     return ("DDP step MLP, 2 ranks", "1 process", single, ddp)

@@ -282,6 +282,30 @@ int Stats(Stub& stub) {
       std::cout << "\n";
     }
     std::cout << reply.sessions_size() << " sessions attached\n";
+    for (const proto::CommunicatorStats& communicator : reply.communicators()) {
+      std::cout << "communicator " << communicator.id() << "  "
+                << communicator.size() << " ranks, timeout "
+                << communicator.timeout_seconds() << " s";
+      if (!communicator.aborted().empty()) {
+        std::cout << "  aborted: " << communicator.aborted();
+      }
+      std::cout << "\n";
+      for (const proto::PendingCollective& pending : communicator.pending()) {
+        std::cout << "  #" << pending.number() << " " << pending.operation();
+        if (pending.transfer()) {
+          std::cout << " (send/recv " << pending.from_rank() << " -> "
+                    << pending.to_rank() << ")";
+        }
+        std::cout << "  joined:";
+        for (int i = 0; i < pending.joined_ranks_size(); ++i) {
+          std::cout << " rank " << pending.joined_ranks(i) << " ("
+                    << absl::StrFormat("%.1f", pending.joined_seconds_ago(i))
+                    << " s ago)";
+        }
+        std::cout << "  missing: rank(s) "
+                  << absl::StrJoin(pending.missing_ranks(), ", ") << "\n";
+      }
+    }
   });
 }
 

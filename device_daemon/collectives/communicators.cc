@@ -1,5 +1,6 @@
 #include "device_daemon/collectives/communicators.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +43,29 @@ void Communicator::AbortWithout(int rank, const absl::Status& why) {
   for (auto& [ranks, channel] : channels_) {
     if (ranks.first == rank || ranks.second == rank) channel.Abort(why);
   }
+}
+
+CommunicatorStats Communicator::Stats() const {
+  CommunicatorStats stats;
+  stats.id = id_;
+  stats.size = size();
+  stats.timeout = timeout_;
+  stats.aborted = rendezvous_.aborted();
+  for (Rendezvous::Waiting& waiting : rendezvous_.WaitingRounds()) {
+    stats.pending.push_back({false, -1, -1, std::move(waiting)});
+  }
+  absl::MutexLock lock(&mutex_);
+  for (int rank = 0; rank < static_cast<int>(members_.size()); ++rank) {
+    stats.members.push_back({rank, members_[rank].pid, members_[rank].joined});
+  }
+  if (stats.aborted.ok()) stats.aborted = aborted_;
+  for (const auto& [ranks, channel] : channels_) {
+    for (Rendezvous::Waiting& waiting : channel.WaitingRounds()) {
+      stats.pending.push_back(
+          {true, ranks.first, ranks.second, std::move(waiting)});
+    }
+  }
+  return stats;
 }
 
 std::string Communicator::DescribeRank(int rank) const {
@@ -185,6 +209,24 @@ void Communicators::LeaveLocked(uint64_t session_id, uint64_t handle,
       by_id_.erase(found);
     }
   }
+}
+
+std::vector<CommunicatorStats> Communicators::Stats() const {
+  std::vector<std::shared_ptr<Communicator>> alive;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [id, communicator] : by_id_) alive.push_back(communicator);
+  }
+  std::vector<CommunicatorStats> stats;
+  stats.reserve(alive.size());
+  for (const std::shared_ptr<Communicator>& communicator : alive) {
+    stats.push_back(communicator->Stats());
+  }
+  std::sort(stats.begin(), stats.end(),
+            [](const CommunicatorStats& a, const CommunicatorStats& b) {
+              return a.id < b.id;
+            });
+  return stats;
 }
 
 size_t Communicators::size() const {

@@ -35,6 +35,28 @@
 
 namespace openreg::daemon {
 
+// What GetStats shows of a communicator (docs/DISTRIBUTED.md, "The
+// daemon's view").
+struct CommunicatorStats {
+  struct Member {
+    int rank = 0;
+    pid_t pid = 0;
+    bool joined = false;
+  };
+  struct Pending {
+    bool transfer = false;
+    int from = -1;  // a transfer's sender and receiver
+    int to = -1;
+    Rendezvous::Waiting waiting;
+  };
+  std::string id;
+  int size = 0;
+  absl::Duration timeout;
+  std::vector<Member> members;
+  std::vector<Pending> pending;
+  absl::Status aborted;
+};
+
 class Communicator {
  public:
   Communicator(std::string id, int size, absl::Duration timeout);
@@ -56,6 +78,7 @@ class Communicator {
 
   // "rank 1 (pid 4242)", for messages.
   std::string DescribeRank(int rank) const;
+  CommunicatorStats Stats() const;
 
  private:
   friend class Communicators;
@@ -101,6 +124,8 @@ class Communicators {
 
   // Communicators alive now.
   size_t size() const;
+  // Every communicator alive now, with its members and pending collectives.
+  std::vector<CommunicatorStats> Stats() const;
 
  private:
   struct Handle {

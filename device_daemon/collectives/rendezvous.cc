@@ -27,12 +27,16 @@ absl::Status Rendezvous::Arrive(int rank, uint64_t sequence, Part part,
         "rank ", rank, " is outside a communicator of ", size_, " ranks"));
   }
   Round& round = rounds_[sequence];
-  if (round.parts.empty()) round.parts.resize(size_);
+  if (round.parts.empty()) {
+    round.parts.resize(size_);
+    round.arrived_at.resize(size_);
+  }
   if (round.parts[rank].has_value()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "rank ", Name(rank), " arrived twice at collective ", sequence));
   }
   round.parts[rank] = std::move(part);
+  round.arrived_at[rank] = absl::Now();
   ++round.arrived;
   if (round.arrived == size_) {
     round.outcome = RunLocked(sequence, round, run);
@@ -103,6 +107,33 @@ std::string Rendezvous::MissingRanksLocked(const Round& round) const {
     if (!round.parts[rank].has_value()) missing.push_back(Name(rank));
   }
   return absl::StrJoin(missing, ", ");
+}
+
+std::vector<Rendezvous::Waiting> Rendezvous::WaitingRounds() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<Waiting> waiting;
+  if (!aborted_.ok()) return waiting;
+  for (const auto& [sequence, round] : rounds_) {
+    if (round.done || round.arrived == 0) continue;
+    Waiting entry;
+    entry.sequence = sequence;
+    for (int rank = 0; rank < size_; ++rank) {
+      if (round.parts[rank].has_value()) {
+        if (entry.signature.empty()) {
+          entry.signature = round.parts[rank]->signature;
+        }
+        entry.arrived.emplace_back(Name(rank), round.arrived_at[rank]);
+      } else {
+        entry.missing.push_back(Name(rank));
+      }
+    }
+    waiting.push_back(std::move(entry));
+  }
+  std::sort(waiting.begin(), waiting.end(),
+            [](const Waiting& a, const Waiting& b) {
+              return a.sequence < b.sequence;
+            });
+  return waiting;
 }
 
 void Rendezvous::Abort(absl::Status why) {

@@ -28,6 +28,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -80,9 +81,23 @@ class Rendezvous {
   // The abort status, or OK.
   absl::Status aborted() const;
 
+  // A collective some ranks arrived at and that has not run yet.
+  struct Waiting {
+    uint64_t sequence = 0;
+    // The first arrived rank's signature ("all_reduce(sum) of 4 x Float").
+    std::string signature;
+    // Ranks (as messages name them) that arrived, and when.
+    std::vector<std::pair<int, absl::Time>> arrived;
+    std::vector<int> missing;
+  };
+  // The collectives waiting now, by sequence; none once aborted (nothing
+  // will run any more: aborted() says why).
+  std::vector<Waiting> WaitingRounds() const;
+
  private:
   struct Round {
     std::vector<std::optional<Part>> parts;
+    std::vector<absl::Time> arrived_at;
     int arrived = 0;
     int departed = 0;
     bool done = false;

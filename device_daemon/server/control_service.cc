@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "data_plane/session_layout.h"
 #include "data_plane/version.h"
 #include "device_daemon/base/byte_size.h"
@@ -239,6 +241,34 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
     entry->set_bytes(shared.bytes);
   }
   reply->set_sessions_served(registry_->sessions_served());
+  const absl::Time now = absl::Now();
+  for (const CommunicatorStats& communicator : communicators_->Stats()) {
+    proto::CommunicatorStats* stats = reply->add_communicators();
+    stats->set_id(communicator.id);
+    stats->set_size(communicator.size);
+    stats->set_timeout_seconds(absl::ToDoubleSeconds(communicator.timeout));
+    const std::string aborted(communicator.aborted.message());
+    stats->set_aborted(aborted);
+    for (const CommunicatorStats::Member& member : communicator.members) {
+      proto::CommunicatorMember* entry = stats->add_members();
+      entry->set_rank(member.rank);
+      entry->set_pid(member.pid);
+      entry->set_joined(member.joined);
+    }
+    for (const CommunicatorStats::Pending& pending : communicator.pending) {
+      proto::PendingCollective* entry = stats->add_pending();
+      entry->set_number(pending.waiting.sequence);
+      entry->set_operation(pending.waiting.signature);
+      for (const auto& [rank, since] : pending.waiting.arrived) {
+        entry->add_joined_ranks(rank);
+        entry->add_joined_seconds_ago(absl::ToDoubleSeconds(now - since));
+      }
+      for (int rank : pending.waiting.missing) entry->add_missing_ranks(rank);
+      entry->set_transfer(pending.transfer);
+      entry->set_from_rank(pending.from);
+      entry->set_to_rank(pending.to);
+    }
+  }
   return grpc::Status::OK;
 }
 

@@ -503,5 +503,66 @@ TEST_F(CollectiveEngineTest, ARankThatLeavesFailsTheOthersWaitingNamingIt) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
+TEST_F(CollectiveEngineTest, StatsShowWhichRanksJoinedAPendingCollective) {
+  MakeRanks(3);
+  const uint64_t a0 = Alloc(0, 16), a2 = Alloc(2, 16);
+  const uint64_t from = Alloc(1, 16);
+  std::vector<std::optional<StreamErrorRecord>> errors(3);
+  std::thread rank0([&] {
+    errors[0] = ranks_[0].stream->Run(
+        Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0));
+  });
+  std::thread rank2([&] {
+    errors[2] = ranks_[2].stream->Run(
+        Collective(2, proto::ALL_REDUCE, kFloat, 4, a2, a2));
+  });
+  // Rank 1 sends to rank 2, which has not posted its receive.
+  std::optional<StreamErrorRecord> send_error;
+  std::thread sender([&] {
+    send_error = ranks_[1].stream->Run(Transfer(1, proto::SEND, 2, 4, from));
+  });
+  std::vector<CommunicatorStats> stats;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    stats = communicators_.Stats();
+    if (stats.size() == 1 && stats[0].pending.size() == 2 &&
+        stats[0].pending[0].waiting.arrived.size() == 2) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_EQ(stats[0].id, "job-1");
+  EXPECT_EQ(stats[0].size, 3);
+  ASSERT_EQ(stats[0].members.size(), 3u);
+  EXPECT_EQ(stats[0].members[1].pid, ranks_[1].session->pid());
+  ASSERT_EQ(stats[0].pending.size(), 2u);
+  const CommunicatorStats::Pending& collective = stats[0].pending[0];
+  EXPECT_FALSE(collective.transfer);
+  EXPECT_EQ(collective.waiting.sequence, 0u);
+  EXPECT_EQ(collective.waiting.signature, "all_reduce(sum) of 4 x Float");
+  ASSERT_EQ(collective.waiting.arrived.size(), 2u);
+  EXPECT_EQ(collective.waiting.arrived[0].first, 0);
+  EXPECT_EQ(collective.waiting.arrived[1].first, 2);
+  EXPECT_EQ(collective.waiting.missing, std::vector<int>{1});
+  const CommunicatorStats::Pending& transfer = stats[0].pending[1];
+  EXPECT_TRUE(transfer.transfer);
+  EXPECT_EQ(transfer.from, 1);
+  EXPECT_EQ(transfer.to, 2);
+  EXPECT_EQ(transfer.waiting.missing, std::vector<int>{2});
+  // Rank 1 ends: the communicator is aborted, naming it, and nothing is
+  // pending any more.
+  communicators_.SessionClosed(ranks_[1].session->id());
+  rank0.join();
+  rank2.join();
+  sender.join();
+  stats = communicators_.Stats();
+  ASSERT_EQ(stats.size(), 1u);
+  EXPECT_NE(stats[0].aborted.message().find("rank 1 (pid"), std::string::npos)
+      << stats[0].aborted;
+  EXPECT_TRUE(stats[0].pending.empty());
+  EXPECT_FALSE(stats[0].members[1].joined);
+}
+
 }  // namespace
 }  // namespace openreg::daemon

@@ -464,7 +464,22 @@ def split(rank, world, device):
     return out
 
 
-SCENARIOS = {"point_to_point": point_to_point,
+def late_rank(rank, world, device):
+    """Rank 1 joins its second all_reduce only once the test created the
+    file $OPENREG_TEST_GO (after it saw the daemon's view of the wait)."""
+    import time
+    tensor = torch.ones(4, device=device)
+    dist.all_reduce(tensor)
+    torch.openreg.synchronize()
+    if rank == 1:
+        while not os.path.exists(os.environ["OPENREG_TEST_GO"]):
+            time.sleep(0.05)
+    dist.all_reduce(tensor)
+    torch.openreg.synchronize()
+    return {"value": encode(tensor)}
+
+
+SCENARIOS = {"late_rank": late_rank, "point_to_point": point_to_point,
              "transfer_mismatch": transfer_mismatch, "split": split,
              "hosts": hosts, "checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
              "dies": dies, "mismatch": mismatch}

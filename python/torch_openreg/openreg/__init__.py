@@ -151,9 +151,33 @@ def _counters(entry, text=()):
             for key, value in entry.items()}
 
 
+def _communicator(entry):
+    """A communicator of the stats JSON: its members and, for each pending
+    collective (or send/recv pair), which ranks joined it how many seconds
+    ago and which are missing."""
+    pending = []
+    for waiting in entry.get("pending", []):
+        pending.append({
+            "number": int(waiting["number"]),
+            "operation": waiting["operation"],
+            "joined": dict(zip(waiting["joined_ranks"],
+                               waiting["joined_seconds_ago"])),
+            "missing": list(waiting["missing_ranks"]),
+            **({"from_rank": waiting["from_rank"],
+                "to_rank": waiting["to_rank"]}
+               if waiting["transfer"] else {}),
+        })
+    return {"id": entry["id"], "size": entry["size"],
+            "timeout_seconds": entry["timeout_seconds"],
+            "aborted": entry["aborted"],
+            "members": [dict(member) for member in entry.get("members", [])],
+            "pending": pending}
+
+
 def daemon_stats():
-    """Daemon-wide statistics: per-device memory and kernel counters, and
-    the attached sessions."""
+    """Daemon-wide statistics: per-device memory and kernel counters, the
+    attached sessions, shared allocations, and the communicators of
+    torch.distributed's occl groups with their pending collectives."""
     reply = json.loads(_C._daemon_stats())
     devices = []
     for device in reply.get("devices", []):
@@ -166,6 +190,8 @@ def daemon_stats():
                      for session in reply.get("sessions", [])],
         "sessions_served": int(reply.get("sessions_served", 0)),
         "shared": [_counters(shared) for shared in reply.get("shared", [])],
+        "communicators": [_communicator(communicator) for communicator
+                          in reply.get("communicators", [])],
     }
 
 
