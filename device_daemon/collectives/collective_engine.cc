@@ -230,9 +230,9 @@ absl::StatusOr<uint64_t> SumBytes(
   return elements * static_cast<uint64_t>(shape.element_bytes);
 }
 
-absl::Status PinVariablePart(const StreamContext& context,
-                             const proto::Collective& collective,
-                             const Shape& shape, RankBuffers* buffers) {
+// ALL_TO_ALLV: the counts, and the bytes they add up to.
+absl::Status SizeVariablePart(const proto::Collective& collective,
+                              const Shape& shape, RankBuffers* buffers) {
   absl::StatusOr<uint64_t> send_bytes =
       SumBytes(shape, collective.send_counts(), "send");
   if (!send_bytes.ok()) return send_bytes.status();
@@ -245,34 +245,11 @@ absl::Status PinVariablePart(const StreamContext& context,
                               collective.recv_counts().end());
   buffers->send_bytes = *send_bytes;
   buffers->recv_bytes = *recv_bytes;
-  if (buffers->send_bytes > 0) {
-    absl::StatusOr<PinnedRange> send =
-        context.session->PinRange(collective.send(), buffers->send_bytes);
-    if (!send.ok()) return send.status();
-    buffers->send = *std::move(send);
-  }
-  if (buffers->recv_bytes > 0) {
-    absl::StatusOr<PinnedRange> recv =
-        context.session->PinRange(collective.recv(), buffers->recv_bytes);
-    if (!recv.ok()) return recv.status();
-    buffers->recv = *std::move(recv);
-  }
-  if (buffers->send_bytes > 0 && buffers->recv_bytes > 0 &&
-      buffers->send.data < buffers->recv.data + buffers->recv_bytes &&
-      buffers->recv.data < buffers->send.data + buffers->send_bytes) {
-    return InvalidValueError(
-        "all_to_all needs separate send and receive memory");
-  }
   return absl::OkStatus();
 }
 
-absl::Status PinPart(const StreamContext& context,
-                     const proto::Collective& collective, const Shape& shape,
-                     int rank, RankBuffers* buffers) {
-  if (shape.kind == proto::BARRIER) return absl::OkStatus();
-  if (shape.kind == proto::ALL_TO_ALLV) {
-    return PinVariablePart(context, collective, shape, buffers);
-  }
+// Every other kind: whole blocks of `count` elements.
+absl::Status SizePart(const Shape& shape, int rank, RankBuffers* buffers) {
   const auto [send_blocks, recv_blocks] = Blocks(shape, rank);
   absl::StatusOr<uint64_t> send_bytes =
       Bytes(shape, std::max<int64_t>(send_blocks, 1));
@@ -282,6 +259,17 @@ absl::Status PinPart(const StreamContext& context,
   if (!recv_bytes.ok()) return recv_bytes.status();
   buffers->send_bytes = send_blocks > 0 ? *send_bytes : 0;
   buffers->recv_bytes = recv_blocks > 0 ? *recv_bytes : 0;
+  return absl::OkStatus();
+}
+
+absl::Status PinPart(const StreamContext& context,
+                     const proto::Collective& collective, const Shape& shape,
+                     int rank, RankBuffers* buffers) {
+  if (shape.kind == proto::BARRIER) return absl::OkStatus();
+  absl::Status sized = shape.kind == proto::ALL_TO_ALLV
+                           ? SizeVariablePart(collective, shape, buffers)
+                           : SizePart(shape, rank, buffers);
+  if (!sized.ok()) return sized;
   if (buffers->send_bytes > 0) {
     absl::StatusOr<PinnedRange> send =
         context.session->PinRange(collective.send(), buffers->send_bytes);
@@ -294,7 +282,9 @@ absl::Status PinPart(const StreamContext& context,
     if (!recv.ok()) return recv.status();
     buffers->recv = *std::move(recv);
   }
-  if (shape.kind == proto::ALL_TO_ALL && buffers->send_bytes > 0) {
+  const bool exchanges =
+      shape.kind == proto::ALL_TO_ALL || shape.kind == proto::ALL_TO_ALLV;
+  if (exchanges && buffers->send_bytes > 0 && buffers->recv_bytes > 0) {
     const char* send = buffers->send.data;
     const char* recv = buffers->recv.data;
     if (send < recv + buffers->recv_bytes &&

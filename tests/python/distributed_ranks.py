@@ -317,21 +317,9 @@ def hosts(rank, world, device):
     out["scatter"] = encode(received)
     # Point to point within a daemon (0 -> 1, 2 -> 3) and across (1 -> 2,
     # 3 -> 0): a ring, every rank sending before it receives.
-    received = torch.empty(6, device=device)
-    works = dist.batch_isend_irecv([
-        dist.P2POp(dist.isend, part(rank, torch.float32).to(device),
-                   (rank + 1) % world),
-        dist.P2POp(dist.irecv, received, (rank - 1) % world)])
-    for work in works:
-        work.wait()
-    out["ring"] = encode(received)
-    sends, receives = unequal_splits(rank, world)
-    source = torch.cat([rows_for(rank, q, sends[q])
-                        for q in range(world)]).to(device)
-    target = torch.empty(sum(receives), 3, device=device)
-    dist.all_to_all_single(target, source, output_split_sizes=receives,
-                           input_split_sizes=sends)
-    out["all_to_all_single/unequal"] = encode(target)
+    out["ring"] = encode(ring(rank, world, device))
+    out["all_to_all_single/unequal"] = encode(
+        unequal_all_to_all_single(rank, world, device)[0])
     return out
 
 
@@ -349,18 +337,35 @@ def rows_for(sender, receiver, count):
         count, 3)
 
 
+def ring(rank, world, device):
+    """batch_isend_irecv around the ring: every rank sends its part to the
+    next and receives the previous one's."""
+    received = torch.empty(6, device=device)
+    works = dist.batch_isend_irecv([
+        dist.P2POp(dist.isend, part(rank, torch.float32).to(device),
+                   (rank + 1) % world),
+        dist.P2POp(dist.irecv, received, (rank - 1) % world)])
+    for work in works:
+        work.wait()
+    return received
+
+
+def unequal_all_to_all_single(rank, world, device):
+    """all_to_all_single with unequal_splits; (received, sent, splits)."""
+    sends, receives = unequal_splits(rank, world)
+    source = torch.cat([rows_for(rank, q, sends[q])
+                        for q in range(world)]).to(device)
+    target = torch.empty(sum(receives), 3, device=device)
+    dist.all_to_all_single(target, source, output_split_sizes=receives,
+                           input_split_sizes=sends)
+    return target, source, sends, receives
+
+
 def point_to_point(rank, world, device):
     """send/recv, isend/irecv and batch_isend_irecv; unequal all_to_all."""
     out = {}
-    right, left = (rank + 1) % world, (rank - 1) % world
     # A ring through batch_isend_irecv.
-    received = torch.empty(6, device=device)
-    works = dist.batch_isend_irecv([
-        dist.P2POp(dist.isend, part(rank, torch.float32).to(device), right),
-        dist.P2POp(dist.irecv, received, left)])
-    for work in works:
-        work.wait()
-    out["ring"] = encode(received)
+    out["ring"] = encode(ring(rank, world, device))
     # Both ranks of a pair send first, then receive, 4 MiB each way: sends
     # and receives must not wait for each other.
     peer = rank ^ 1
@@ -417,12 +422,8 @@ def point_to_point(rank, world, device):
         except Exception as error:  # noqa: BLE001 - reported to the test
             out[f"float8/{name}/all_reduce"] = f"{type(error).__name__}: {error}"
     # all_to_all_single with split sizes, and all_to_all of unequal tensors.
-    sends, receives = unequal_splits(rank, world)
-    source = torch.cat([rows_for(rank, q, sends[q])
-                        for q in range(world)]).to(device)
-    target = torch.empty(sum(receives), 3, device=device)
-    dist.all_to_all_single(target, source, output_split_sizes=receives,
-                           input_split_sizes=sends)
+    target, source, sends, receives = unequal_all_to_all_single(
+        rank, world, device)
     out["all_to_all_single"] = encode(target)
     targets = [torch.empty(receives[q], 3, device=device)
                for q in range(world)]
