@@ -160,7 +160,8 @@ def _ddp_row(torch, iterations):
     ddp, rank_cpu, daemon_cpu = _run("ddp", 2, 0, iterations,
                                      OMP_NUM_THREADS="1")
     print(f"DDP step, MLP, global batch {collective_ranks.GLOBAL_BATCH}, 2 "
-          f"ranks of 1 thread (torchrun's default): {ddp * 1e3:.2f} ms (rank 0 CPU {rank_cpu * 1e3:.2f} ms, "
+          f"ranks of 1 thread (torchrun's default): {ddp * 1e3:.2f} ms "
+          f"(rank 0 CPU {rank_cpu * 1e3:.2f} ms, "
           f"daemon CPU <= {daemon_cpu * 1e3:.2f} ms per step); one process "
           f"on openreg: {single * 1e3:.2f} ms")
     return ("DDP step MLP, 2 ranks", "1 process", single, ddp)

@@ -27,6 +27,10 @@ Rendezvous& Communicator::Channel(int from, int to) {
   auto [channel, created] = channels_.try_emplace(std::make_pair(from, to), 2,
                                                   std::vector<int>{from, to});
   if (created && !aborted_.ok()) channel->second.Abort(aborted_);
+  for (const int rank : {from, to}) {
+    auto gone = left_.find(rank);
+    if (created && gone != left_.end()) channel->second.Abort(gone->second);
+  }
   return channel->second;
 }
 
@@ -40,6 +44,7 @@ void Communicator::Abort(const absl::Status& why) {
 void Communicator::AbortWithout(int rank, const absl::Status& why) {
   rendezvous_.Abort(why);
   absl::MutexLock lock(&mutex_);
+  left_.try_emplace(rank, why);
   for (auto& [ranks, channel] : channels_) {
     if (ranks.first == rank || ranks.second == rank) channel.Abort(why);
   }

@@ -97,6 +97,8 @@ class Communicator {
   absl::node_hash_map<std::pair<int, int>, Rendezvous> channels_
       ABSL_GUARDED_BY(mutex_);
   absl::Status aborted_ ABSL_GUARDED_BY(mutex_);
+  // Ranks that left, and why: channels to them are born aborted.
+  absl::flat_hash_map<int, absl::Status> left_ ABSL_GUARDED_BY(mutex_);
 };
 
 class Communicators {

@@ -501,6 +501,15 @@ TEST_F(CollectiveEngineTest, ARankThatLeavesFailsTheOthersWaitingNamingIt) {
       << error->message;
   EXPECT_NE(error->message.find("left communicator job-1"), std::string::npos);
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  // A transfer to the rank that left fails at once too, on a channel that
+  // did not exist when it left.
+  const std::optional<StreamErrorRecord> send_error =
+      ranks_[0].stream->Run(Transfer(0, proto::SEND, 1, 4, a0));
+  ASSERT_TRUE(send_error.has_value());
+  EXPECT_NE(send_error->message.find("left communicator job-1"),
+            std::string::npos)
+      << send_error->message;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 }
 
 TEST_F(CollectiveEngineTest, StatsShowWhichRanksJoinedAPendingCollective) {
