@@ -1,7 +1,10 @@
 """One rank of bench/sections_collectives.py: `python collective_ranks.py
 BACKEND RANK WORLD PORT BYTES ITERATIONS`. BACKEND is occl (openreg tensors,
-collectives in the daemon), gloo (CPU tensors over loopback) or ddp (a DDP
-training step of the MLP of mlp_step(), BYTES ignored). Rank 0 prints one
+collectives in the daemon), gloo (CPU tensors over loopback), ddp (a DDP
+training step of the MLP of mlp_step(), BYTES ignored) or death (2 ranks:
+both print READY after a first all_reduce; rank 1 then sleeps until the
+bench kills it, rank 0 waits in its next all_reduce and prints when the
+error came, its text, and the group timeout). Rank 0 prints one
 JSON line (prefix RESULT) with the per-iteration seconds (after warm-up)
 and its CPU seconds per iteration."""
 
@@ -63,12 +66,44 @@ def ddp_main(rank, world, iterations):
     dist.destroy_process_group()
 
 
+DEATH_GROUP_TIMEOUT = 60.0
+
+
+def death_main(rank, world):
+    import datetime
+
+    device = torch.device("openreg", rank % torch.openreg.device_count())
+    torch.openreg.set_device(device)
+    dist.init_process_group(
+        backend="occl", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=DEATH_GROUP_TIMEOUT))
+    tensor = torch.ones(1024, device=device)
+    dist.all_reduce(tensor)
+    torch.openreg.synchronize()
+    print("READY", flush=True)
+    if rank != 0:
+        time.sleep(600)  # killed by the bench
+        return
+    try:
+        dist.all_reduce(tensor)
+        torch.openreg.synchronize()
+        error = None
+    except dist.DistBackendError as failure:
+        error = str(failure)
+    print("RESULT " + json.dumps({"error_at": time.time(), "error": error,
+                                  "timeout": DEATH_GROUP_TIMEOUT}),
+          flush=True)
+
+
 def main():
     backend, rank, world, port, size, iterations = (
         sys.argv[1], *map(int, sys.argv[2:7]))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     if backend == "ddp":
         ddp_main(rank, world, iterations)
+        return
+    if backend == "death":
+        death_main(rank, world)
         return
     torch.set_num_threads(1)
     if backend == "occl":

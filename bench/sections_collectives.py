@@ -13,7 +13,9 @@ devices rank % 2 of the bench's daemon). Baselines in the same run:
 - a DDP training step of an MLP on 2 ranks against the single-process step
   on openreg with the same global batch (bar: <= 1.5x);
 - 4 ranks on two daemons standing for two hosts: the hierarchical
-  all_reduce against gloo alone on the same 4 ranks.
+  all_reduce against gloo alone on the same 4 ranks;
+- a rank's death: the time from SIGKILL of a rank to the other rank's
+  error, p50 and max over 10 kills, against the group's timeout.
 
 The daemon does the work: its CPU per all_reduce is printed beside the
 ranks' own."""
@@ -116,7 +118,53 @@ def collectives(torch, scale):
                      small_gloo, small_occl))
     rows.append(_ddp_row(torch, max(5, int(20 * scale))))
     rows.append(_two_hosts_row(iterations))
+    rows.append(_death_row(kills=10))
     return rows
+
+
+def _death_row(kills):
+    """Kills rank 1 of 2 (SIGKILL, by pid) while rank 0 waits for it in an
+    all_reduce, `kills` times; the time until rank 0's DistBackendError."""
+    import signal
+
+    delays = []
+    timeout = None
+    for _ in range(kills):
+        port = _free_port()
+        ranks = [subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "collective_ranks.py"),
+             "death", str(rank), "2", str(port), "0", "0"],
+            env=dict(os.environ), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True) for rank in range(2)]
+        try:
+            for rank in ranks:
+                line = rank.stdout.readline()
+                if line.strip() != "READY":
+                    raise RuntimeError(f"a rank did not start: {line!r} "
+                                       f"{rank.stderr.read()[-2000:]}")
+            time.sleep(0.3)  # rank 0 is waiting in the daemon by now
+            killed_at = time.time()
+            os.kill(ranks[1].pid, signal.SIGKILL)
+            stdout, stderr = ranks[0].communicate(timeout=600)
+        finally:
+            for rank in ranks:
+                if rank.poll() is None:
+                    rank.kill()
+                rank.communicate()
+        line = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
+        if not line:
+            raise RuntimeError(f"rank 0 printed no result: {stderr[-2000:]}")
+        result = json.loads(line[-1][len("RESULT "):])
+        if result["error"] is None or "rank 1 (pid" not in result["error"]:
+            raise RuntimeError(f"rank 0's error does not name rank 1: "
+                               f"{result['error']}")
+        delays.append(result["error_at"] - killed_at)
+        timeout = result["timeout"]
+    p50 = statistics.median(delays)
+    print(f"a rank's death to the survivor's error over {kills} kills: p50 "
+          f"{p50 * 1e3:.1f} ms, max {max(delays) * 1e3:.1f} ms (group "
+          f"timeout {timeout:.0f} s)")
+    return ("rank death to error p50, 2 ranks", "group timeout", timeout, p50)
 
 
 def _two_hosts_row(iterations):

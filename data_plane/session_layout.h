@@ -28,7 +28,7 @@ namespace openreg {
 
 // Bumped whenever this layout or the protos (commands, control, faults)
 // change in a way that old peers cannot handle.
-inline constexpr uint32_t kProtocolVersion = 7;
+inline constexpr uint32_t kProtocolVersion = 8;
 inline constexpr uint64_t kSessionMagic = 0x4f50454e52454731ull;  // OPENREG1
 
 struct SessionLimits {
@@ -67,6 +67,11 @@ struct alignas(64) StreamSlot {
   uint64_t reply_size;
   // Warnings of the stream's asynchronous kernels (warning_mailbox.h).
   WarningMailbox warnings;
+  // The command of a collective that failed on this stream, 0 if none
+  // (daemon-written; device_daemon/sessions/stream_taints.h): a wait at or
+  // past it must reach the daemon, which fails it, even once the stream
+  // finished that work.
+  std::atomic<uint64_t> tainted_at;
   // 1 while the daemon has no executor on this stream because its ring was
   // empty; the client clears it after publishing a command and rings the
   // device's doorbell (doorbell.h). Alone in its cache line: both sides

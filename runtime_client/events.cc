@@ -219,7 +219,10 @@ Error StreamWaitEvent(StreamId stream, EventId event) {
     if (info->imported) return SubmitImportedWait(session, **context, event);
     // Nothing to wait for when never recorded or already done (SubmitWait
     // also skips a record on this very stream, which runs in order).
-    if (RecordedWorkDone(session, *info)) return absl::OkStatus();
+    if (RecordedWorkDone(session, *info) &&
+        !session.IsTainted(info->recorded)) {
+      return absl::OkStatus();
+    }
     return session.SubmitWait(**context, info->recorded);
   }));
 }

@@ -201,7 +201,8 @@ absl::StatusOr<uint64_t> Session::SubmitCommand(StreamContext& stream,
 
 absl::Status Session::SubmitWait(StreamContext& waiter,
                                  const StreamPosition& awaited) {
-  if (awaited.slot == waiter.slot || IsFinished(awaited)) {
+  if (awaited.slot == waiter.slot ||
+      (IsFinished(awaited) && !IsTainted(awaited))) {
     return absl::OkStatus();
   }
   proto::Command command;
@@ -325,6 +326,12 @@ absl::Status Session::WaitForDevice(int device) {
     if (!waited.ok()) return waited;
   }
   return absl::OkStatus();
+}
+
+bool Session::IsTainted(const StreamPosition& position) const {
+  const uint64_t tainted = streams_[position.slot]->shared->tainted_at.load(
+      std::memory_order_acquire);
+  return tainted != 0 && tainted <= position.sequence;
 }
 
 bool Session::IsFinished(const StreamPosition& position) const {

@@ -124,6 +124,10 @@ class Session {
   // records (for internal waits such as the out-of-memory retry).
   absl::Status WaitForDevice(int device);
   bool IsFinished(const StreamPosition& position) const;
+  // A collective at or before `position` failed on its stream: a wait for
+  // it must reach the daemon, which fails it (stream_taints.h), even when
+  // the work is finished.
+  bool IsTainted(const StreamPosition& position) const;
   // The daemon stopped reading this stream's ring (corrupt input).
   bool IsFaulted(const StreamContext& stream) const;
 

@@ -164,12 +164,20 @@ absl::Status CommandExecutor::Dispatch(const StreamContext& context,
       return Memset(context, command.memset());
     case proto::Command::kRecordEvent:
       return RecordEvent(context, command.record_event(), command.sequence());
-    case proto::Command::kWaitStream:
-      return WaitStream(context, command.wait_stream(), command.sequence());
+    case proto::Command::kWaitStream: {
+      const absl::Status waited =
+          WaitStream(context, command.wait_stream(), command.sequence());
+      if (!waited.ok()) return waited;
+      // Work that waits for a failed collective inherits its failure (a
+      // free's fences do not: the memory is released either way).
+      return context.session->taints().Check(
+          command.wait_stream().stream_slot(),
+          command.wait_stream().sequence());
+    }
     case proto::Command::kWaitIpcEvent:
       return WaitIpcEvent(context, command.wait_ipc_event());
     case proto::Command::kCollective:
-      return RunCollective(context, command.collective());
+      return RunCollective(context, command.collective(), command.sequence());
     case proto::Command::kFree:
       return FreeMemory(context, command.free(), command.sequence());
     case proto::Command::BODY_NOT_SET:
@@ -328,8 +336,9 @@ absl::Status CommandExecutor::WaitIpcEvent(const StreamContext& context,
       });
 }
 
-absl::Status CommandExecutor::RunCollective(
-    const StreamContext& context, const proto::Collective& collective) {
+absl::Status CommandExecutor::RunCollective(const StreamContext& context,
+                                            const proto::Collective& collective,
+                                            uint64_t sequence) {
   CollectiveRunner* runner = collective_runner_.load(std::memory_order_acquire);
   if (runner == nullptr) {
     return MakeError(proto::INTERNAL,
@@ -338,7 +347,12 @@ absl::Status CommandExecutor::RunCollective(
   absl::StatusOr<WaitBudget::Ticket> ticket =
       wait_budget_.Acquire(context.session->id());
   if (!ticket.ok()) return ticket.status();
-  return runner->Run(context, collective);
+  absl::Status ran = runner->Run(context, collective);
+  if (!ran.ok()) {
+    context.session->TaintStream(context.slot_index, sequence,
+                                 collective.communicator(), ran);
+  }
+  return ran;
 }
 
 absl::Status CommandExecutor::FreeMemory(const StreamContext& context,

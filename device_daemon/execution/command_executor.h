@@ -81,8 +81,10 @@ class CommandExecutor : public StreamEngine {
                             const proto::WaitIpcEvent& wait);
   // Blocks until every rank arrived (collective_runner.h), within the wait
   // budget.
+  // A failure taints the stream (stream_taints.h).
   absl::Status RunCollective(const StreamContext& context,
-                             const proto::Collective& collective);
+                             const proto::Collective& collective,
+                             uint64_t sequence);
   absl::Status FreeMemory(const StreamContext& context,
                           const proto::FreeMemory& free, uint64_t sequence);
   absl::Status Launch(const StreamContext& context,

@@ -45,6 +45,8 @@ grpc::Status ControlService::CommDestroy(
           ? communicators_->Leave((*session)->id(), request->communicator(),
                                   request->abort())
           : session.status();
+  // Its failures no longer taint the streams (pool streams live on).
+  if (session.ok()) (*session)->ClearTaints(request->communicator());
   ToProtoStatus(status, reply->mutable_status());
   return grpc::Status::OK;
 }

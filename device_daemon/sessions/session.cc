@@ -218,8 +218,25 @@ uint64_t Session::imported_bytes() const {
 
 // ---- Streams -----------------------------------------------------------
 
+void Session::TaintStream(uint32_t slot, uint64_t sequence,
+                          uint64_t communicator, const absl::Status& why) {
+  taints_.Taint(slot, sequence, communicator, why);
+  uint64_t none = 0;
+  // Before the stream's completion counter passes `sequence` (the caller
+  // runs that command): a client that sees the work done sees the taint.
+  stream_slot(slot)->tainted_at.compare_exchange_strong(
+      none, sequence, std::memory_order_release);
+}
+
+void Session::ClearTaints(uint64_t communicator) {
+  for (uint32_t slot : taints_.Clear(communicator)) {
+    stream_slot(slot)->tainted_at.store(0, std::memory_order_release);
+  }
+}
+
 void Session::ActivateStream(uint32_t slot, int device, int priority) {
   segment_.ResetStreamSlot(slot);
+  taints_.ClearSlot(slot);
   StreamSlot* shared = stream_slot(slot);
   shared->device = device;
   shared->priority = priority;

@@ -42,6 +42,7 @@
 #include "device_daemon/sessions/import_table.h"
 #include "device_daemon/sessions/session_segment.h"
 #include "device_daemon/sessions/stream_engine.h"
+#include "device_daemon/sessions/stream_taints.h"
 #include "protos/commands.pb.h"
 
 namespace openreg::daemon {
@@ -169,6 +170,14 @@ class Session {
   // position on it is stale once this changes.
   uint64_t StreamGeneration(uint32_t slot) const;
 
+  // Streams a failed collective tainted (stream_taints.h), also published
+  // in the stream's shared slot so that the client sends such waits.
+  void TaintStream(uint32_t slot, uint64_t sequence, uint64_t communicator,
+                   const absl::Status& why);
+  // The session left `communicator`: its failures taint nothing any more.
+  void ClearTaints(uint64_t communicator);
+  const StreamTaints& taints() const { return taints_; }
+
   // ---- Events (event_table.h) ------------------------------------------
   // An `interprocess` event may be exported (ExportableEventAt); it cannot
   // time, as in CUDA.
@@ -247,6 +256,7 @@ class Session {
   std::atomic<uint64_t> commands_executed_{0};
   std::atomic<bool> has_sticky_error_{false};
   std::atomic<bool> streams_stopped_{false};
+  StreamTaints taints_;
   absl::Status sticky_error_ ABSL_GUARDED_BY(mutex_);
 
   // The one lock of the session's state and all its tables (see above).

@@ -58,6 +58,7 @@ void SessionSegment::ResetStreamSlot(uint32_t slot_index) const {
   slot->reply_size = 0;
   slot->warnings.state.store(WarningMailbox::kEmpty, std::memory_order_relaxed);
   slot->parked.store(0, std::memory_order_relaxed);
+  slot->tainted_at.store(0, std::memory_order_relaxed);
   slot->warnings.dropped.store(0, std::memory_order_relaxed);
   slot->warnings.bytes = 0;
 }

@@ -39,31 +39,42 @@ def communicate_all(processes, timeout=TIMEOUT):
     return outputs
 
 
-def run_ranks(scenario, world, timeout=TIMEOUT, silent_ranks=(),
-              sockets=None, **extra_env):
-    """Starts `world` ranks of `scenario`; returns (results by rank, the
-    completed processes). Ranks in `silent_ranks` exit without a result.
-    `sockets` (by rank) says which daemon each rank uses; default: this
-    module's."""
+def start_ranks(scenario, world, sockets=None, **extra_env):
+    """Starts `world` ranks of `scenario` on a free port; returns their
+    processes. `sockets` (by rank) says which daemon each rank uses;
+    default: this module's."""
     port = free_port()
     sockets = sockets or [DAEMON.socket] * world
-    processes = [subprocess.Popen(
+    return [subprocess.Popen(
         [sys.executable, WORKER, scenario, str(rank), str(world), str(port)],
         env=python_env(OPENREG_DAEMON_SOCKET=sockets[rank],
                        OPENREG_AUTOSPAWN="0", **extra_env),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for rank in range(world)]
+
+
+def result_of(rank, stdout, stderr):
+    """The RESULT a rank printed last."""
+    lines = [line for line in stdout.splitlines()
+             if line.startswith("RESULT ")]
+    assert lines, f"rank {rank} printed no result:\n{stdout}\n{stderr}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def run_ranks(scenario, world, timeout=TIMEOUT, silent_ranks=(),
+              sockets=None, **extra_env):
+    """Starts `world` ranks of `scenario`; returns (results by rank, the
+    completed processes). Ranks in `silent_ranks` exit without a result."""
+    processes = start_ranks(scenario, world, sockets, **extra_env)
     outputs = communicate_all(processes, timeout)
     results = []
     for rank, (stdout, stderr) in enumerate(outputs):
-        lines = [line for line in stdout.splitlines()
-                 if line.startswith("RESULT ")]
         if rank in silent_ranks:
-            assert not lines, f"rank {rank} should have exited: {stdout}"
+            assert "RESULT " not in stdout, (
+                f"rank {rank} should have exited: {stdout}")
             results.append(None)
             continue
-        assert lines, f"rank {rank} printed no result:\n{stdout}\n{stderr}"
-        results.append(json.loads(lines[-1][len("RESULT "):]))
+        results.append(result_of(rank, stdout, stderr))
     return results, processes
 
 

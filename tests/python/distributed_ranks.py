@@ -3,6 +3,7 @@ SCENARIO RANK WORLD PORT`. Uses the daemon in $OPENREG_DAEMON_SOCKET and
 device rank % device_count; prints its results as one JSON line (prefix
 RESULT) for the test to compare with its CPU reference."""
 
+import datetime
 import json
 import os
 import sys
@@ -196,7 +197,10 @@ def fsdp(rank, world, device, steps=3):
 
 def dies(rank, world, device):
     """Rank 1 exits after the first collective; the others' next one must
-    fail, naming it."""
+    fail, naming it, and so must reading what was computed from its output
+    (`.cpu()` synchronizes only the current stream, which waited for the
+    collective): never stale values, even when the collective had already
+    failed by the time the caller waited for it."""
     tensor = torch.ones(4, device=device)
     dist.all_reduce(tensor)
     torch.openreg.synchronize()
@@ -205,12 +209,58 @@ def dies(rank, world, device):
     import time
     start = time.monotonic()
     try:
+        work = dist.all_reduce(tensor, async_op=True)
+        time.sleep(0.5)  # it fails meanwhile: rank 1 ended
+        work.wait()
+        return {"error": None, "read": encode(tensor.mul(2))}
+    except Exception as error:  # noqa: BLE001 - reported to the test
+        return {"error": f"{type(error).__name__}: {error}",
+                "seconds": time.monotonic() - start}
+
+
+def stopped(rank, world, device):
+    """Rank 1 stops itself (SIGSTOP) after the first collective, as a rank
+    stuck in a debugger or a swapped-out host: it never ends, so only the
+    group's timeout can fail the others' next collective, naming it. The
+    test kills it by pid once the others reported."""
+    import signal
+    import time
+    tensor = torch.ones(4, device=device)
+    dist.all_reduce(tensor)
+    torch.openreg.synchronize()
+    if rank == 1:
+        print("STOPPING", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        os._exit(0)  # not reached: the test kills it
+    start = time.monotonic()
+    try:
         dist.all_reduce(tensor)
         torch.openreg.synchronize()
         return {"error": None}
     except Exception as error:  # noqa: BLE001 - reported to the test
         return {"error": f"{type(error).__name__}: {error}",
                 "seconds": time.monotonic() - start}
+
+
+def reinit(rank, world, device):
+    """After a failed collective (the ranks disagree), every rank destroys
+    the group and initializes a new one (on a new store), whose
+    collectives work: the failure poisoned the communicator, not the
+    process or its session."""
+    tensor = torch.ones(4 - rank, device=device)
+    try:
+        dist.all_reduce(tensor)
+        torch.openreg.synchronize()
+        first_error = None
+    except Exception as error:  # noqa: BLE001 - reported to the test
+        first_error = f"{type(error).__name__}: {error}"
+    dist.destroy_process_group()
+    dist.init_process_group(
+        init_method=f"tcp://127.0.0.1:{os.environ['OPENREG_TEST_PORT']}",
+        rank=rank, world_size=world)
+    tensor = torch.full((4,), float(rank + 1), device=device)
+    dist.all_reduce(tensor)
+    return {"first_error": first_error, "value": encode(tensor)}
 
 
 def mismatch(rank, world, device):
@@ -483,7 +533,8 @@ def late_rank(rank, world, device):
 SCENARIOS = {"late_rank": late_rank, "point_to_point": point_to_point,
              "transfer_mismatch": transfer_mismatch, "split": split,
              "hosts": hosts, "checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
-             "dies": dies, "mismatch": mismatch}
+             "dies": dies, "mismatch": mismatch, "stopped": stopped,
+             "reinit": reinit}
 
 
 def main():
@@ -492,11 +543,14 @@ def main():
     device = torch.device("openreg", rank % torch.openreg.device_count())
     torch.openreg.set_device(device)
     # split_group needs the default group bound to a device, as with NCCL.
-    dist.init_process_group(rank=rank, world_size=world,
-                            device_id=device if scenario == "split" else None)
+    timeout = os.environ.get("OPENREG_TEST_GROUP_TIMEOUT")
+    dist.init_process_group(
+        rank=rank, world_size=world,
+        device_id=device if scenario == "split" else None,
+        timeout=datetime.timedelta(seconds=float(timeout)) if timeout else None)
     result = SCENARIOS[scenario](rank, world, device)
     print("RESULT " + json.dumps(result), flush=True)
-    if scenario not in ("dies",):
+    if scenario not in ("dies", "stopped"):
         dist.destroy_process_group()
 
 

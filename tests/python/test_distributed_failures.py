@@ -3,6 +3,8 @@ dies, collectives and transfers the ranks disagree on, and the daemon's
 view of a collective still waiting for a rank. Each test starts its ranks
 as processes on the test process's daemon and waits for all of them."""
 
+import glob
+import os
 import re
 import subprocess
 import sys
@@ -13,7 +15,9 @@ import pytest
 import torch
 import torch_openreg
 
-from distributed_launch import DAEMON, run_ranks
+from daemon_fixture import python_env
+from distributed_launch import (DAEMON, TIMEOUT, communicate_all,
+                                free_port, result_of, run_ranks, start_ranks)
 
 
 def test_a_rank_that_dies_fails_the_others_collective_naming_it():
@@ -24,6 +28,111 @@ def test_a_rank_that_dies_fails_the_others_collective_naming_it():
     assert "rank 1 (pid" in error and "ended" in error, error
     assert "all_reduce" in error, error
     assert results[0]["seconds"] < 30
+
+
+def test_a_stopped_rank_fails_the_others_collective_within_the_timeout():
+    """A rank stopped with SIGSTOP never ends: the others' next collective
+    fails at the group's timeout (3 s here), naming it and the collective's
+    number; the test then kills the stopped rank by pid."""
+    group_timeout = 3.0
+    ranks = start_ranks("stopped", 2,
+                        OPENREG_TEST_GROUP_TIMEOUT=str(group_timeout))
+    try:
+        stdout, stderr = ranks[0].communicate(timeout=TIMEOUT)
+    finally:
+        ranks[1].kill()  # SIGKILL ends a stopped process too
+        communicate_all(ranks[1:])
+    error = result_of(0, stdout, stderr)["error"]
+    assert error is not None and error.startswith("DistBackendError: "), error
+    assert "waited past its timeout for rank(s) 1" in error, error
+    assert "collective 1" in error and "all_reduce" in error, error
+    # Named at the timeout, not before and not long after.
+    seconds = result_of(0, stdout, stderr)["seconds"]
+    assert group_timeout - 0.5 <= seconds < group_timeout + 10, seconds
+
+
+def test_a_group_destroyed_after_a_failure_can_be_initialized_again():
+    """TORCH_NCCL_ASYNC_ERROR_HANDLING's contract without killing the
+    process: the failed collective raises in the caller, the communicator
+    is unusable, and destroy_process_group() then init_process_group()
+    give a working group in the same processes."""
+    results, _ = run_ranks("reinit", 2, OPENREG_TEST_PORT=str(free_port()))
+    for result in results:
+        assert result["first_error"].startswith("DistBackendError: "), result
+        assert "ranks disagree" in result["first_error"], result
+        assert result["value"] == [3.0] * 4
+
+
+CHECKPOINTED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                            "..", "examples", "distributed",
+                            "ddp_checkpointed.py")
+
+
+def torchrun_checkpointed(world, folder, *script_args):
+    """examples/distributed/ddp_checkpointed.py under torchrun with one
+    restart allowed, each rank's output in its own file under folder/logs;
+    returns (the completed torchrun, rank 0's final weights)."""
+    weights = os.path.join(folder, "weights.pt")
+    checkpoints = os.path.join(folder, "checkpoints")
+    os.makedirs(checkpoints)
+    completed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run",
+         f"--nproc_per_node={world}", "--max-restarts=1",
+         # Elastic rendezvous: each restart meets in a fresh round, so no
+         # rank reads an address the dead attempt left in the store.
+         "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{free_port()}",
+         f"--log-dir={folder}/logs",
+         "--redirects=3", CHECKPOINTED, f"--checkpoint-dir={checkpoints}",
+         f"--weights-out={weights}", *script_args],
+        env=python_env(OPENREG_DAEMON_SOCKET=DAEMON.socket,
+                       OPENREG_AUTOSPAWN="0"),
+        capture_output=True, text=True, timeout=TIMEOUT)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed, torch.load(weights)
+
+
+def rank_logs(folder, attempt, stream):
+    """{rank: text} of torchrun's per-rank files of one attempt."""
+    logs = {}
+    for path in glob.glob(f"{folder}/logs/*/attempt_{attempt}/*/{stream}.log"):
+        logs[int(os.path.basename(os.path.dirname(path)))] = open(path).read()
+    return logs
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_job_with_a_killed_rank_restarts_from_its_checkpoint(
+        world, tmp_path):
+    """DDP under torchrun --max-restarts=1; the last rank is SIGKILLed at
+    step 7 of 12 (checkpoints every 3 steps). Every survivor's error names
+    it well within any group timeout (30 s here; the default is 10 min);
+    the restarted job
+    resumes at step 6 and ends with the weights of a run without the kill.
+    (torchrun stops the other ranks once it sees the death: a survivor
+    that had not reached its next synchronization by then is terminated
+    without an error of its own; at least one reports.)"""
+    _, golden = torchrun_checkpointed(world, str(tmp_path / "golden"))
+    killed = world - 1
+    _, weights = torchrun_checkpointed(
+        world, str(tmp_path / "faulty"), f"--kill-rank={killed}",
+        "--kill-at-step=7")
+    stdout, stderr = (rank_logs(str(tmp_path / "faulty"), 0, stream)
+                      for stream in ("stdout", "stderr"))
+    death = float(re.search(r"KILLED rank \d+ at (\d+\.\d+)",
+                            stdout[killed]).group(1))
+    errors = [re.search(r"RANK_ERROR rank \d+ at (\d+\.\d+): (.*)",
+                        stderr[rank]) for rank in range(world - 1)]
+    assert any(errors), stderr
+    for error in filter(None, errors):
+        assert f"rank {killed} (pid" in error.group(2), error.group(2)
+        assert "ended" in error.group(2), error.group(2)
+        assert float(error.group(1)) - death < 30, error.group(0)
+    resumed = rank_logs(str(tmp_path / "faulty"), 1, "stdout")
+    assert sorted(resumed) == list(range(world))
+    for text in resumed.values():
+        assert "attempt 1 resumes at step 6" in text, text
+    assert golden.keys() == weights.keys()
+    for name in golden:
+        assert torch.equal(golden[name], weights[name]), name
 
 
 def test_ranks_that_disagree_fail_on_every_rank_naming_both_sides():
