@@ -29,8 +29,9 @@ apt-deps:
 # Test-only Python modules (module=package). torch.testing._internal, used by
 # the OpInfo conformance suite, imports numpy and expecttest.
 PYTHON_TEST_MODULES := pytest=pytest numpy=numpy expecttest=expecttest
-# Runtime Python modules: matplotlib draws openreg-fi's report plots.
-PYTHON_RUNTIME_MODULES := matplotlib=matplotlib
+# Runtime Python modules: matplotlib draws openreg-fi's report plots;
+# PyTorch's flight recorder analyzer (fr_trace -j) needs tabulate.
+PYTHON_RUNTIME_MODULES := matplotlib=matplotlib tabulate=tabulate
 
 python-deps:
 	@$(PYTHON) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(TORCH_VERSION)')" 2>/dev/null \

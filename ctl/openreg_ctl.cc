@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "command_line/help_flag.h"
 #include "data_plane/error_codes.h"
 #include "data_plane/fault_plan.h"
+#include "data_plane/flight_recorder_settings.h"
 #include "data_plane/reply_json.h"
 #include "data_plane/socket_path.h"
 #include "grpcpp/grpcpp.h"
@@ -40,6 +42,9 @@ ABSL_FLAG(bool, json, false, "Print replies as JSON (protobuf field names).");
 ABSL_FLAG(std::string, spec, "",
           "fault add: the plan or fault as JSON text instead of a file.");
 ABSL_FLAG(uint64_t, since, 0, "fault log: first record index to print.");
+ABSL_FLAG(std::string, prefix, "",
+          "flight-recorder: write traces to PREFIX<global rank> (default: "
+          "$TORCH_FR_DUMP_TEMP_FILE, else /tmp/nccl_trace_rank_).");
 ABSL_FLAG(bool, force, false,
           "device reset: reset a healthy device even though sessions hold "
           "memory on it (their memory is lost).");
@@ -309,6 +314,43 @@ int Stats(Stub& stub) {
   });
 }
 
+// Writes the flight recorder's traces of the job of process `pid` (a
+// rank's), one file per global rank, for PyTorch's analyzer.
+int FlightRecorderDump(Stub& stub, const std::vector<char*>& rest) {
+  int pid = 0;
+  if (rest.size() != 1 || !absl::SimpleAtoi(rest[0], &pid) || pid <= 0) {
+    return Usage("flight-recorder takes the pid of one of the job's ranks");
+  }
+  std::string prefix = absl::GetFlag(FLAGS_prefix);
+  if (prefix.empty()) prefix = FlightRecorderSettingsFromEnvironment().prefix;
+  proto::DumpFlightRecorderRequest request;
+  request.set_pid(pid);
+  proto::DumpFlightRecorderReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status =
+      stub.DumpFlightRecorder(&context, request, &reply);
+  if (!status.ok() || reply.status().code() != proto::OK) {
+    return Finish(status, reply, [] {});
+  }
+  // The traces are pickles for files, not for --json: the paths are
+  // printed either way.
+  int failed = 0;
+  for (const proto::RankTrace& trace : reply.traces()) {
+    const std::string path = absl::StrCat(prefix, trace.global_rank());
+    std::ofstream file(path, std::ios::binary | std::ios::trunc);
+    file.write(trace.trace().data(),
+               static_cast<std::streamsize>(trace.trace().size()));
+    file.close();
+    if (!file) {
+      std::cerr << "openreg-ctl: cannot write " << path << "\n";
+      ++failed;
+      continue;
+    }
+    std::cout << path << "\n";
+  }
+  return failed == 0 ? 0 : kRefused;
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Talks to a running openreg-daemon's control service.\n"
@@ -321,6 +363,7 @@ int Main(int argc, char** argv) {
       "  profile                                         command profile\n"
       "  costs [start|stop|reset]                        the cost profile\n"
       "  stats                                           daemon statistics\n"
+      "  flight-recorder PID [--prefix=P]                traces of PID's job\n"
       "Exit status: 0 on success, 1 when the daemon refused the request, 2 "
       "for a bad command line.");
   command_line::ExitIfHelpRequested(argc, argv, {"ctl/"}, std::cout);
@@ -349,6 +392,9 @@ int Main(int argc, char** argv) {
   if (command == "profile" && args.size() == 1) return Profile(*stub);
   if (command == "costs" && args.size() <= 2) return Costs(*stub, verb);
   if (command == "stats" && args.size() == 1) return Stats(*stub);
+  if (command == "flight-recorder") {
+    return FlightRecorderDump(*stub, {args.begin() + 1, args.end()});
+  }
   return Usage(
       absl::StrCat("unknown command '", absl::StrJoin(args, " "), "'"));
 }

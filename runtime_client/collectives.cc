@@ -171,6 +171,44 @@ Error CommInitRank(CommId* comm, const std::string& id, int size, int rank,
   }));
 }
 
+Error CommDescribe(CommId comm, const proto::FlightRecorderIdentity& identity) {
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    proto::CommDescribeRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_communicator(comm);
+    *request.mutable_identity() = identity;
+    proto::CommDescribeReply reply;
+    return session.Call("CommDescribe",
+                        &proto::DeviceDaemon::Stub::CommDescribe, request,
+                        &reply);
+  }));
+}
+
+Error DumpFlightRecorder(std::map<int, std::string>* traces, int pid) {
+  if (traces == nullptr) {
+    return ReturnStatus(MakeError(
+        Error::kInvalidValue, "openreg: DumpFlightRecorder: traces is null"));
+  }
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    proto::DumpFlightRecorderRequest request;
+    if (pid == 0) {
+      session.FillRef(request.mutable_session());
+    } else {
+      request.set_pid(pid);
+    }
+    proto::DumpFlightRecorderReply reply;
+    absl::Status status = session.Call(
+        "DumpFlightRecorder", &proto::DeviceDaemon::Stub::DumpFlightRecorder,
+        request, &reply);
+    if (!status.ok()) return status;
+    traces->clear();
+    for (proto::RankTrace& trace : *reply.mutable_traces()) {
+      (*traces)[trace.global_rank()] = std::move(*trace.mutable_trace());
+    }
+    return absl::OkStatus();
+  }));
+}
+
 Error CommDestroy(CommId comm, bool abort) {
   Numbers().Forget(comm);
   return ReturnStatus(WithSession([&](Session& session) -> absl::Status {

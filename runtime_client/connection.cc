@@ -50,6 +50,8 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
 // A fresh channel per attempt with a private subchannel pool: a channel
 // that once failed to connect backs off for up to minutes, which would
 // stall the retries while an autospawned daemon is coming up.
+constexpr int kMaxReplyBytes = 512 << 20;
+
 std::unique_ptr<proto::DeviceDaemon::Stub> NewStub(
     const std::string& socket_path) {
   grpc::ChannelArguments arguments;
@@ -57,6 +59,9 @@ std::unique_ptr<proto::DeviceDaemon::Stub> NewStub(
   arguments.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   arguments.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A job's flight recorder traces (DumpFlightRecorder) can pass gRPC's
+  // 4 MiB default.
+  arguments.SetMaxReceiveMessageSize(kMaxReplyBytes);
   return proto::DeviceDaemon::NewStub(
       grpc::CreateCustomChannel(absl::StrCat("unix:", socket_path),
                                 grpc::InsecureChannelCredentials(), arguments));

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +17,8 @@
 #include "absl/time/clock.h"
 #include "data_plane/dtype.h"
 #include "device_daemon/base/errors.h"
+#include "device_daemon/base/log.h"
+#include "device_daemon/collectives/flight_recorder_trace.h"
 #include "device_daemon/sessions/session.h"
 
 namespace openreg::daemon {
@@ -512,7 +515,67 @@ absl::Status Execute(const Shape& shape,
   }
 }
 
+// The flight recorder's view of a collective this rank issued.
+FlightRecorder::Op RecordedOp(const proto::Collective& collective,
+                              const Shape& shape) {
+  FlightRecorder::Op op;
+  op.name = LowerName(shape.kind);
+  if (shape.kind == proto::ALL_TO_ALLV) op.name = "all_to_all";
+  op.point_to_point = PointToPoint(shape.kind);
+  op.peer = collective.peer();
+  op.number = collective.number();
+  op.dtype = c10::toString(shape.dtype);
+  const int64_t count = shape.count;
+  const int64_t all = count * shape.size;
+  switch (shape.kind) {
+    case proto::ALL_GATHER:
+    case proto::GATHER:
+      op.input_numel = count;
+      op.output_numel = all;
+      break;
+    case proto::REDUCE_SCATTER:
+    case proto::SCATTER:
+      op.input_numel = all;
+      op.output_numel = count;
+      break;
+    case proto::ALL_TO_ALL:
+      op.input_numel = op.output_numel = all;
+      break;
+    case proto::ALL_TO_ALLV:
+      for (const uint64_t sent : collective.send_counts()) {
+        op.input_numel += static_cast<int64_t>(sent);
+      }
+      for (const uint64_t received : collective.recv_counts()) {
+        op.output_numel += static_cast<int64_t>(received);
+      }
+      break;
+    default:
+      op.input_numel = op.output_numel = count;
+  }
+  return op;
+}
+
 }  // namespace
+
+void CollectiveEngine::DumpOnTimeout(Communicator& communicator, int rank,
+                                     pid_t pid) {
+  if (!communicator.TakeTimeoutDump()) return;
+  std::string prefix;
+  for (const FlightRecorder::RankRecord& record :
+       communicator.recorder().Snapshot()) {
+    if (record.rank == rank) prefix = record.identity.dump_prefix();
+  }
+  if (prefix.empty()) return;
+  const absl::Status written = WriteFlightRecorderTraces(
+      FlightRecorderTraces(communicators_->JobOf(pid)), prefix);
+  if (written.ok()) {
+    Log(LogLevel::kInfo, "collective timeout on communicator ",
+        communicator.id(), ": flight recorder traces written to ", prefix,
+        "<rank>");
+  } else {
+    Log(LogLevel::kWarning, written.message());
+  }
+}
 
 absl::Status CollectiveEngine::Run(const StreamContext& context,
                                    const proto::Collective& collective) {
@@ -543,6 +606,13 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
                                shape.status().message())));
     return refused;
   }
+  FlightRecorder& recorder = communicator.recorder();
+  const std::optional<uint64_t> record =
+      recorder.Started(rank, RecordedOp(collective, *shape));
+  const auto finish = [&](const absl::Status& outcome) {
+    if (record.has_value()) recorder.Finished(rank, *record, outcome);
+    return outcome;
+  };
   // A transfer meets its peer on the pair's channel, in the sender's place
   // (0) or the receiver's (1); a collective meets every rank.
   const bool sends = shape->kind == proto::SEND;
@@ -563,7 +633,7 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
                   absl::StrCat(where, ": ", communicator.DescribeRank(rank),
                                " passed bad memory: ", pinned.message()));
     communicator.Abort(why);
-    return why;
+    return finish(why);
   }
   Rendezvous::Part part{PointToPoint(shape->kind)
                             ? TransferSignature(*shape, from, to)
@@ -592,11 +662,15 @@ absl::Status CollectiveEngine::Run(const StreamContext& context,
       rendezvous.Arrive(place, collective.number(), std::move(part), run,
                         absl::Now() + communicator.timeout(),
                         [&context] { return context.stop_requested(); });
-  if (status.ok()) return status;
+  if (status.ok()) return finish(status);
   absl::Status failed = MakeError(proto::COLLECTIVE_FAILURE,
                                   absl::StrCat(where, ": ", status.message()));
   // As NCCL's communicators after an error: nothing more runs on it.
   communicator.Abort(failed);
+  finish(failed);
+  if (absl::IsDeadlineExceeded(status)) {
+    DumpOnTimeout(communicator, rank, context.session->pid());
+  }
   return failed;
 }
 

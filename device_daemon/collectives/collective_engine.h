@@ -14,6 +14,8 @@
 #ifndef OPENREG_DEVICE_DAEMON_COLLECTIVES_COLLECTIVE_ENGINE_H_
 #define OPENREG_DEVICE_DAEMON_COLLECTIVES_COLLECTIVE_ENGINE_H_
 
+#include <sys/types.h>
+
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -33,6 +35,11 @@ class CollectiveEngine : public CollectiveRunner {
   void SessionClosed(uint64_t session_id) override;
 
  private:
+  // The first timeout of `communicator` writes the flight recorder's
+  // traces of the job of `pid` (rank `rank`'s process), when that rank
+  // asked for them (FlightRecorderIdentity.dump_prefix).
+  void DumpOnTimeout(Communicator& communicator, int rank, pid_t pid);
+
   Communicators* const communicators_;
 };
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/algorithm/container.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "device_daemon/base/errors.h"
 
@@ -17,7 +19,10 @@ constexpr int kMaxRanks = 1024;
 }  // namespace
 
 Communicator::Communicator(std::string id, int size, absl::Duration timeout)
-    : id_(std::move(id)), timeout_(timeout), rendezvous_(size) {
+    : id_(std::move(id)),
+      timeout_(timeout),
+      rendezvous_(size),
+      recorder_(size) {
   absl::MutexLock lock(&mutex_);
   members_.resize(size);
 }
@@ -48,6 +53,15 @@ void Communicator::AbortWithout(int rank, const absl::Status& why) {
   for (auto& [ranks, channel] : channels_) {
     if (ranks.first == rank || ranks.second == rank) channel.Abort(why);
   }
+}
+
+std::vector<pid_t> Communicator::MemberPids() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<pid_t> pids;
+  for (const Member& member : members_) {
+    if (member.pid != 0) pids.push_back(member.pid);
+  }
+  return pids;
 }
 
 CommunicatorStats Communicator::Stats() const {
@@ -232,6 +246,35 @@ std::vector<CommunicatorStats> Communicators::Stats() const {
               return a.id < b.id;
             });
   return stats;
+}
+
+std::vector<std::shared_ptr<Communicator>> Communicators::JobOf(
+    pid_t pid) const {
+  std::vector<std::shared_ptr<Communicator>> alive;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [id, communicator] : by_id_) alive.push_back(communicator);
+  }
+  std::vector<std::vector<pid_t>> pids;
+  pids.reserve(alive.size());
+  absl::flat_hash_set<pid_t> job;
+  for (const std::shared_ptr<Communicator>& communicator : alive) {
+    pids.push_back(communicator->MemberPids());
+    if (absl::c_linear_search(pids.back(), pid)) {
+      job.insert(pids.back().begin(), pids.back().end());
+    }
+  }
+  std::vector<std::shared_ptr<Communicator>> found;
+  for (size_t i = 0; i < alive.size(); ++i) {
+    if (absl::c_any_of(pids[i], [&job](pid_t p) { return job.contains(p); })) {
+      found.push_back(alive[i]);
+    }
+  }
+  std::sort(
+      found.begin(), found.end(),
+      [](const std::shared_ptr<Communicator>& a,
+         const std::shared_ptr<Communicator>& b) { return a->id() < b->id(); });
+  return found;
 }
 
 size_t Communicators::size() const {

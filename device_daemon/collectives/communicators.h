@@ -18,6 +18,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -31,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "device_daemon/collectives/flight_recorder.h"
 #include "device_daemon/collectives/rendezvous.h"
 
 namespace openreg::daemon {
@@ -79,6 +81,13 @@ class Communicator {
   // "rank 1 (pid 4242)", for messages.
   std::string DescribeRank(int rank) const;
   CommunicatorStats Stats() const;
+  // Each rank's last collectives (flight_recorder.h).
+  FlightRecorder& recorder() { return recorder_; }
+  const FlightRecorder& recorder() const { return recorder_; }
+  // True the first time only: one dump per communicator on a timeout.
+  bool TakeTimeoutDump() { return !timeout_dumped_.exchange(true); }
+  // The pids of its ranks, those that left included.
+  std::vector<pid_t> MemberPids() const;
 
  private:
   friend class Communicators;
@@ -91,6 +100,8 @@ class Communicator {
   const std::string id_;
   const absl::Duration timeout_;
   Rendezvous rendezvous_;
+  FlightRecorder recorder_;
+  std::atomic<bool> timeout_dumped_{false};
   mutable absl::Mutex mutex_;
   std::vector<Member> members_ ABSL_GUARDED_BY(mutex_);
   // (from, to) -> channel; node-based: ranks hold references.
@@ -128,6 +139,10 @@ class Communicators {
   size_t size() const;
   // Every communicator alive now, with its members and pending collectives.
   std::vector<CommunicatorStats> Stats() const;
+  // One job's communicators: those with a rank in process `pid`, and
+  // every communicator sharing a process with one of those (a job's
+  // world group holds all its processes). Empty if `pid` is in none.
+  std::vector<std::shared_ptr<Communicator>> JobOf(pid_t pid) const;
 
  private:
   struct Handle {

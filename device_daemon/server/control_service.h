@@ -119,6 +119,13 @@ class ControlService final : public proto::DeviceDaemon::Service {
   grpc::Status CommDestroy(grpc::ServerContext* context,
                            const proto::CommDestroyRequest* request,
                            proto::CommDestroyReply* reply) override;
+  grpc::Status CommDescribe(grpc::ServerContext* context,
+                            const proto::CommDescribeRequest* request,
+                            proto::CommDescribeReply* reply) override;
+  grpc::Status DumpFlightRecorder(
+      grpc::ServerContext* context,
+      const proto::DumpFlightRecorderRequest* request,
+      proto::DumpFlightRecorderReply* reply) override;
 
  private:
   Devices* const devices_;

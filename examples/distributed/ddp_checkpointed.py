@@ -51,6 +51,7 @@ def main():
     local_rank = int(os.environ["LOCAL_RANK"])
     device = torch.device("openreg", local_rank % torch.openreg.device_count())
     torch.openreg.set_device(device)
+    print(f"rank {rank} attempt {attempt} pid {os.getpid()}", flush=True)
     # torchrun (torch 2.13) hands every attempt the same store, where the
     # dead attempt's keys remain: gloo would connect to its addresses (gloo
     # alone on CPU fails the same way). A prefix per attempt keeps them
@@ -87,8 +88,12 @@ def main():
             x = torch.randn(16, 32, generator=generator).to(device)
             y = x.sum(dim=1, keepdim=True).mul(0.1)
             optimizer.zero_grad()
-            torch.nn.functional.mse_loss(model(x), y).backward()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
             optimizer.step()
+            # Logging the loss synchronizes once a step: a failed collective
+            # is raised within a step of it.
+            print(f"rank {rank} step {step} loss {loss.item():.6f}", flush=True)
         torch.openreg.synchronize()
     except dist.DistBackendError as error:
         # What a watchdog or a log scraper sees; then torchrun restarts us.

@@ -42,7 +42,12 @@ def _form_group(store, rank, size, timeout):
 
     _C._occl_init(_form_group)
     store.set(f"occl/daemon/{rank}", _daemon_identity())
+    # The flight recorder names ranks as the job does: by global rank (the
+    # default group's, which is being formed when none exists yet).
+    store.set(f"occl/global/{rank}", str(
+        distributed.get_rank() if distributed.is_initialized() else rank))
     daemons = [store.get(f"occl/daemon/{r}").decode() for r in range(size)]
+    global_ranks = [int(store.get(f"occl/global/{r}")) for r in range(size)]
     hosts = list(dict.fromkeys(daemons))  # by first rank
     host_of_rank = [hosts.index(daemon) for daemon in daemons]
     local = [r for r in range(size) if host_of_rank[r] == host_of_rank[rank]]
@@ -62,7 +67,34 @@ def _form_group(store, rank, size, timeout):
             timeout)
     return _C.ProcessGroupOCCL(rank, size, timeout, comm_id,
                                local.index(rank), len(local), host_of_rank,
-                               leaders, everyone)
+                               leaders, everyone, global_ranks)
+
+
+def flight_recorder_traces(pid=None):
+    """The flight recorder's traces of this process's job (every rank on
+    this daemon of every group this process shares with them), or of the
+    job of rank process `pid`: {global rank: bytes}, each in the pickle
+    format of PyTorch's flight recorder (docs/DISTRIBUTED.md)."""
+    from torch_openreg import _C
+    return _C._occl_flight_recorder_traces(pid or 0)
+
+
+def dump_flight_recorder(prefix=None, pid=None):
+    """Writes flight_recorder_traces() to `prefix`<global rank> (default:
+    $TORCH_FR_DUMP_TEMP_FILE, else /tmp/nccl_trace_rank_), as NCCL's
+    flight recorder names its dumps; returns the paths. Read them with
+    `python -m torch.distributed.flight_recorder.fr_trace FOLDER`."""
+    from torch_openreg import _C
+    prefix = prefix or _C._occl_flight_recorder_prefix()
+    paths = []
+    for rank, trace in sorted(flight_recorder_traces(pid).items()):
+        path = f"{prefix}{rank}"
+        partial = f"{path}.partial.{os.getpid()}"
+        with open(partial, "wb") as file:
+            file.write(trace)
+        os.replace(partial, path)
+        paths.append(path)
+    return paths
 
 
 def _default_to_gloo_for_cpu(distributed):

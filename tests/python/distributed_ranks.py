@@ -263,6 +263,31 @@ def reinit(rank, world, device):
     return {"first_error": first_error, "value": encode(tensor)}
 
 
+def flight_recorder(rank, world, device):
+    """Five collectives of several kinds, then this rank's trace from the
+    job's flight recorder traces (run with TORCH_FR_BUFFER_SIZE=3)."""
+    import pickle
+    import torch_openreg.distributed
+    tensor = torch.ones(6, device=device)
+    dist.all_reduce(tensor)
+    dist.broadcast(tensor, src=0)
+    gathered = torch.empty(6 * world, device=device)
+    dist.all_gather_into_tensor(gathered, tensor)
+    dist.all_reduce(torch.ones(4, dtype=torch.int64, device=device))
+    # With device_ids the barrier is occl's (else the CPU backend's, gloo).
+    dist.barrier(device_ids=[device.index])
+    torch.openreg.synchronize()
+    traces = torch_openreg.distributed.flight_recorder_traces()
+    trace = pickle.loads(traces[rank])
+    keys = ("record_id", "collective_seq_id", "profiling_name", "input_sizes",
+            "output_sizes", "input_dtypes", "state", "process_group",
+            "occl_state", "retired", "is_p2p")
+    return {"ranks": sorted(traces), "version": trace["version"],
+            "pg_config": trace["pg_config"],
+            "entries": [[entry[key] for key in keys]
+                        for entry in trace["entries"]]}
+
+
 def mismatch(rank, world, device):
     tensor = torch.ones(4 - rank, device=device)
     try:
@@ -534,7 +559,7 @@ SCENARIOS = {"late_rank": late_rank, "point_to_point": point_to_point,
              "transfer_mismatch": transfer_mismatch, "split": split,
              "hosts": hosts, "checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
              "dies": dies, "mismatch": mismatch, "stopped": stopped,
-             "reinit": reinit}
+             "reinit": reinit, "flight_recorder": flight_recorder}
 
 
 def main():

@@ -49,11 +49,12 @@ def test_ctl_help_lists_its_flags_and_commands_and_exits_0():
     result = run(torch_openreg.ctl_binary(), "--help")
     assert result.returncode == 0, result.stderr
     flags = dict(FLAG_LINE.findall(result.stdout))
-    assert sorted(flags) == ["force", "json", "since", "socket", "spec"]
+    assert sorted(flags) == ["force", "json", "prefix", "since", "socket",
+                             "spec"]
     assert flags["force"] == "false"
     assert flags["json"] == "false"
     for command in ["fault add", "fault list", "fault log", "device reset",
-                    "profile", "stats"]:
+                    "profile", "stats", "flight-recorder"]:
         assert command in result.stdout
 
 

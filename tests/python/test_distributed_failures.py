@@ -5,6 +5,7 @@ as processes on the test process's daemon and waits for all of them."""
 
 import glob
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -109,20 +110,30 @@ def test_a_job_with_a_killed_rank_restarts_from_its_checkpoint(
     resumes at step 6 and ends with the weights of a run without the kill.
     (torchrun stops the other ranks once it sees the death: a survivor
     that had not reached its next synchronization by then is terminated
-    without an error of its own; at least one reports.)"""
+    with SIGTERM before it can report; every survivor does one or the
+    other.)"""
     _, golden = torchrun_checkpointed(world, str(tmp_path / "golden"))
     killed = world - 1
-    _, weights = torchrun_checkpointed(
+    faulty, weights = torchrun_checkpointed(
         world, str(tmp_path / "faulty"), f"--kill-rank={killed}",
         "--kill-at-step=7")
     stdout, stderr = (rank_logs(str(tmp_path / "faulty"), 0, stream)
                       for stream in ("stdout", "stderr"))
     death = float(re.search(r"KILLED rank \d+ at (\d+\.\d+)",
                             stdout[killed]).group(1))
-    errors = [re.search(r"RANK_ERROR rank \d+ at (\d+\.\d+): (.*)",
-                        stderr[rank]) for rank in range(world - 1)]
-    assert any(errors), stderr
-    for error in filter(None, errors):
+    # The ranks torchrun terminated ("Sending process PID closing signal
+    # SIGTERM"), by the pids the ranks printed.
+    pids = {int(pid) for pid in re.findall(
+        r"Sending process (\d+) closing signal SIGTERM", faulty.stderr)}
+    terminated = {rank for rank in range(world) if int(re.search(
+        r"attempt 0 pid (\d+)", stdout[rank]).group(1)) in pids}
+    for rank in range(world - 1):
+        error = re.search(r"RANK_ERROR rank \d+ at (\d+\.\d+): (.*)",
+                          stderr[rank])
+        if error is None:
+            assert rank in terminated, (rank, stderr[rank][-2000:],
+                                        faulty.stderr[-3000:])
+            continue
         assert f"rank {killed} (pid" in error.group(2), error.group(2)
         assert "ended" in error.group(2), error.group(2)
         assert float(error.group(1)) - death < 30, error.group(0)
@@ -133,6 +144,104 @@ def test_a_job_with_a_killed_rank_restarts_from_its_checkpoint(
     assert golden.keys() == weights.keys()
     for name in golden:
         assert torch.equal(golden[name], weights[name]), name
+
+
+def test_the_flight_recorder_keeps_each_ranks_last_collectives():
+    """TORCH_FR_BUFFER_SIZE=3: each rank's last three collectives, in
+    PyTorch's trace format, for every rank of the job."""
+    results, _ = run_ranks("flight_recorder", 2, TORCH_FR_BUFFER_SIZE="3")
+    for rank, result in enumerate(results):
+        assert result["ranks"] == [0, 1]
+        assert result["version"] == "2.10"
+        assert result["pg_config"] == {"0": {"name": "0", "desc": "default_pg",
+                                             "ranks": "[0, 1]"}}
+        # record_id, seq, name, input/output sizes, dtypes, state, group,
+        # occl_state, retired, is_p2p
+        assert result["entries"] == [
+            [2, 3, "nccl:all_gather", [[6]], [[12]], ["Float"], "completed",
+             ["0", "default_pg"], "completed", True, False],
+            [3, 4, "nccl:all_reduce", [[4]], [[4]], ["Long"], "completed",
+             ["0", "default_pg"], "completed", True, False],
+            [4, 5, "nccl:barrier", [], [], [], "completed",
+             ["0", "default_pg"], "completed", True, False]], result
+
+
+def analyze_traces(folder, *options):
+    """PyTorch's flight recorder analyzer on `folder`: its output."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace",
+         str(folder), *options], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout + completed.stderr
+
+
+def test_a_hung_jobs_traces_dumped_at_the_timeout_name_the_missing_rank(
+        tmp_path):
+    """Rank 1 does not come to the second all_reduce; at the group's
+    timeout (3 s) the daemon writes every rank's trace (rank 1's too: it
+    holds them) to $TORCH_FR_DUMP_TEMP_FILE<rank>, and PyTorch's analyzer
+    names rank 1 as missing from collective 2."""
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    go = tmp_path / "go"
+    ranks = start_ranks("late_rank", 2, OPENREG_TEST_GO=str(go),
+                        OPENREG_TEST_GROUP_TIMEOUT="3",
+                        TORCH_FR_DUMP_TEMP_FILE=f"{traces}/rank_")
+    try:
+        stdout, stderr = ranks[0].communicate(timeout=TIMEOUT)
+    finally:
+        go.touch()
+        communicate_all(ranks)
+    assert "waited past its timeout" in stdout + stderr, stderr[-2000:]
+    assert sorted(os.listdir(traces)) == ["rank_0", "rank_1"]
+    report = analyze_traces(traces)
+    assert "Not all ranks joining collective, sequence number: 2" in report, (
+        report)
+    assert "missing ranks: {1}" in report, report
+    assert "collective: nccl:all_reduce" in report, report
+    table = analyze_traces(traces, "-j")
+    assert "all_reduce" in table, table
+    with open(traces / "rank_0", "rb") as trace:
+        last = pickle.load(trace)["entries"][-1]
+    assert last["occl_state"] == "failed" and last["retired"], last
+    assert "which did not arrive" in last["occl_error"], last
+    assert last["state"] == "started", last
+
+
+def test_a_hung_jobs_traces_on_demand_show_who_joined(tmp_path):
+    """While rank 1 is late, `openreg-ctl flight-recorder PID` writes the
+    job's traces; the pending collective lists the ranks the daemon saw
+    join it, and the analyzer names rank 1 as missing."""
+    go = tmp_path / "go"
+    ranks = start_ranks("late_rank", 2, OPENREG_TEST_GO=str(go))
+    try:
+        pid = ranks[0].pid
+        deadline = time.monotonic() + 120
+        waiting = False
+        while not waiting and time.monotonic() < deadline:
+            waiting = any(pending["missing"] == [1]
+                          for communicator in
+                          torch.openreg.daemon_stats()["communicators"]
+                          for pending in communicator["pending"])
+            time.sleep(0.05)
+        assert waiting, "rank 0 never waited for rank 1"
+        ctl = subprocess.run(
+            [torch_openreg.ctl_binary(), f"--socket={DAEMON.socket}",
+             "flight-recorder", str(pid), f"--prefix={tmp_path}/trace_"],
+            capture_output=True, text=True, timeout=60)
+    finally:
+        go.touch()
+        communicate_all(ranks)
+    assert ctl.returncode == 0, ctl.stderr
+    assert ctl.stdout.split() == [f"{tmp_path}/trace_0",
+                                  f"{tmp_path}/trace_1"], ctl.stdout
+    with open(tmp_path / "trace_0", "rb") as trace:
+        pending = pickle.load(trace)["entries"][-1]
+    assert pending["state"] == "started" and not pending["retired"], pending
+    assert pending["occl_joined_ranks"] == [0], pending
+    os.remove(tmp_path / "go")
+    report = analyze_traces(tmp_path)
+    assert "missing ranks: {1}" in report, report
 
 
 def test_ranks_that_disagree_fail_on_every_rank_naming_both_sides():

@@ -11,6 +11,7 @@
 #include <memory>
 #include <utility>
 
+#include "data_plane/flight_recorder_settings.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/distributed/host_transfer_work.h"
 #include "torch_backend/distributed/occl_work.h"
@@ -139,8 +140,18 @@ c10d::ReduceOp AcrossHosts(proto::ReduceOp op) {
 
 ProcessGroupOCCL::ProcessGroupOCCL(int rank, int size,
                                    std::chrono::milliseconds timeout,
-                                   const std::string& comm_id, Hosts hosts)
-    : c10d::Backend(rank, size), hosts_(std::move(hosts)), timeout_(timeout) {
+                                   const std::string& comm_id, Hosts hosts,
+                                   std::vector<int> global_ranks)
+    : c10d::Backend(rank, size),
+      hosts_(std::move(hosts)),
+      timeout_(timeout),
+      global_ranks_(std::move(global_ranks)) {
+  TORCH_CHECK(
+      global_ranks_.empty() || static_cast<int>(global_ranks_.size()) == size,
+      "occl: ", global_ranks_.size(), " global ranks for a group of ", size);
+  if (global_ranks_.empty()) {
+    for (int r = 0; r < size; ++r) global_ranks_.push_back(r);
+  }
   if (hosts_.local_size == 0) hosts_.local_size = size;
   TORCH_CHECK(hosts_.local_rank >= 0 && hosts_.local_rank < hosts_.local_size &&
                   hosts_.local_size <= size,
@@ -394,12 +405,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::Run(
                enqueue);
 }
 
+void ProcessGroupOCCL::EnsureDescribed() {
+  std::call_once(described_, [this] {
+    const FlightRecorderSettings settings =
+        FlightRecorderSettingsFromEnvironment();
+    proto::FlightRecorderIdentity identity;
+    identity.set_group_name(getGroupUid());
+    identity.set_group_desc(getGroupDesc());
+    for (const int global : global_ranks_) identity.add_group_ranks(global);
+    identity.set_global_rank(global_ranks_[rank_]);
+    identity.set_entries(settings.entries);
+    if (settings.dump_on_timeout) identity.set_dump_prefix(settings.prefix);
+    OPENREG_CHECK(CommDescribe(comm_, identity));
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::RunOn(
     c10::Stream communication, c10d::OpType type, const char* name,
     const std::vector<at::Tensor>& inputs,
     const std::vector<at::Tensor>& outputs, const Enqueue& enqueue) {
   TORCH_CHECK(joined_, "occl: ", name,
               " on a process group that was shut down or aborted");
+  EnsureDescribed();
   const c10::Device device = communication.device();
   ++issued_;
   const c10::impl::VirtualGuardImpl impl(kOpenReg);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -54,8 +55,11 @@ class ProcessGroupOCCL : public c10d::Backend {
   // Joins communicator `comm_id` (shared through the group's store by the
   // Python creator, torch_openreg/distributed.py) with the ranks of this
   // daemon. `timeout` also bounds each collective's wait for the others.
+  // `global_ranks` are the group's ranks in the default group (by group
+  // rank), for the flight recorder.
   ProcessGroupOCCL(int rank, int size, std::chrono::milliseconds timeout,
-                   const std::string& comm_id, Hosts hosts);
+                   const std::string& comm_id, Hosts hosts,
+                   std::vector<int> global_ranks);
   ~ProcessGroupOCCL() override;
 
   const std::string getBackendName() const override { return kName; }
@@ -198,9 +202,16 @@ class ProcessGroupOCCL : public c10d::Backend {
 
   Hosts hosts_;
   std::chrono::milliseconds timeout_;
+  // Tells the daemon's flight recorder who this rank is, once, before its
+  // first collective: c10d names and describes the group only after
+  // creating its backend.
+  void EnsureDescribed();
+
   CommId comm_ = 0;
   bool joined_ = false;
   uint64_t issued_ = 0;
+  std::vector<int> global_ranks_;
+  std::once_flag described_;
   std::vector<std::optional<c10::Stream>> streams_;
   // (device, peer, sending) -> the transfer stream.
   std::map<std::tuple<c10::DeviceIndex, int, bool>, c10::Stream>

@@ -16,10 +16,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "openreg/runtime.h"
 #include "protos/commands.pb.h"
+#include "protos/control.pb.h"
 
 namespace openreg {
 
@@ -36,6 +38,14 @@ Error CommInitRank(CommId* comm, const std::string& id, int size, int rank,
 Error CommDestroy(CommId comm, bool abort = false);
 // A random id for a new communicator (hex of 128 random bits).
 std::string NewCommId();
+// Tells the daemon's flight recorder who this rank is (c10d's group name
+// and description, global ranks) and how much to keep; once, before the
+// rank's first collective on `comm`.
+Error CommDescribe(CommId comm, const proto::FlightRecorderIdentity& identity);
+// The flight recorder's traces (PyTorch's pickle format) of every rank of
+// this process's job on this daemon, by global rank; with `pid`, of the job
+// of that process instead.
+Error DumpFlightRecorder(std::map<int, std::string>* traces, int pid = 0);
 
 // The collectives; `dtype` is a c10::ScalarType code, counts are elements,
 // and the buffers hold what protos/commands.proto's Collective says for
