@@ -15,7 +15,10 @@ devices rank % 2 of the bench's daemon). Baselines in the same run:
 - 4 ranks on two daemons standing for two hosts: the hierarchical
   all_reduce against gloo alone on the same 4 ranks;
 - a rank's death: the time from SIGKILL of a rank to the other rank's
-  error, p50 and max over 10 kills, against the group's timeout.
+  error, p50 and max over 10 kills, against the group's timeout;
+- all_reduce with a fault plan armed in every rank that never matches
+  (the fault hook then sees every command) against the same run without
+  one (bar: busbw >= 0.99x, a time ratio <= 1.01x).
 
 The daemon does the work: its CPU per all_reduce is printed beside the
 ranks' own."""
@@ -119,7 +122,34 @@ def collectives(torch, scale):
     rows.append(_ddp_row(torch, max(5, int(20 * scale))))
     rows.append(_two_hosts_row(iterations))
     rows.append(_death_row(kills=10))
+    rows.append(_armed_plan_row(iterations))
     return rows
+
+
+def _armed_plan_row(iterations):
+    """Alternating runs without and with the plan (5 of each: one run's
+    median varies by 10% between runs on 2 cores); the medians of each."""
+    import tempfile
+
+    plan = {"faults": [{"name": "never matches", "corrupt_input": {},
+                        "trigger": {"kind": "collective", "op": "broadcast",
+                                    "rank": 1}}]}
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as path:
+        json.dump(plan, path)
+        path.flush()
+        bare, armed = [], []
+        for _ in range(5):
+            armed.append(_run("occl", 2, LARGE, iterations,
+                              OPENREG_FAULT_PLAN=path.name)[0])
+            bare.append(_run("occl", 2, LARGE, iterations)[0])
+    bare, armed = statistics.median(bare), statistics.median(armed)
+    print(f"all_reduce 64 MiB, 2 ranks, a fault plan armed that never "
+          f"matches: {armed * 1e3:.2f} ms (busbw "
+          f"{LARGE / armed / 1e9:.2f} GB/s) against {bare * 1e3:.2f} ms "
+          f"without (busbw {LARGE / bare / 1e9:.2f} GB/s): busbw ratio "
+          f"{bare / armed:.3f}")
+    return ("all_reduce 64 MiB, 2 ranks, plan armed (no match)", "no plan",
+            bare, armed)
 
 
 def _death_row(kills):

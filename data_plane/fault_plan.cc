@@ -1,5 +1,6 @@
 #include "data_plane/fault_plan.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <regex>
@@ -10,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "data_plane/error_codes.h"
 #include "data_plane/reply_json.h"
 #include "google/protobuf/descriptor.h"
@@ -23,6 +25,7 @@ namespace {
 // Widest element a corruption can address (complex128).
 constexpr uint32_t kMaxElementBits = 128;
 constexpr uint32_t kMaxElements = 1u << 20;
+constexpr absl::string_view kCollectivePrefix = "occl::";
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
   return MakeError(proto::INVALID_VALUE, absl::StrCat(field, ": ", why));
@@ -80,10 +83,40 @@ absl::Status ValidateTrigger(const proto::Trigger& trigger,
       !known.ok()) {
     return known;
   }
-  if (!trigger.op().empty() && kind != proto::KERNEL) {
+  if (!trigger.op().empty() && kind != proto::KERNEL &&
+      kind != proto::COLLECTIVE) {
     return Invalid("trigger.op",
-                   "only kernels have an op: set trigger.kind to \"kernel\" "
-                   "(or leave it unset with a kernel model)");
+                   "only kernels and collectives have an op: set "
+                   "trigger.kind to \"kernel\" or \"collective\" (or leave "
+                   "it unset with a kernel model)");
+  }
+  if (kind == proto::COLLECTIVE && !trigger.op().empty() &&
+      trigger.op().find_first_of("*?[") == std::string::npos) {
+    absl::string_view bare = trigger.op();
+    absl::ConsumePrefix(&bare, kCollectivePrefix);
+    proto::CollectiveKind named;
+    if (!proto::CollectiveKind_Parse(absl::AsciiStrToUpper(bare), &named) ||
+        named == proto::COLLECTIVE_UNSPECIFIED) {
+      std::vector<std::string> names;
+      for (int value = proto::ALL_REDUCE; value <= proto::ALL_TO_ALLV;
+           ++value) {
+        names.push_back(PlanWord(proto::CollectiveKind_descriptor(), value));
+      }
+      return Invalid("trigger.op",
+                     NotOneOf(absl::StrCat("\"", trigger.op(), "\""), names));
+    }
+  }
+  if (kind != proto::COLLECTIVE &&
+      (!trigger.group().empty() || trigger.has_rank() ||
+       trigger.has_collective_number())) {
+    return Invalid(!trigger.group().empty() ? "trigger.group"
+                   : trigger.has_rank()     ? "trigger.rank"
+                                            : "trigger.collective_number",
+                   "only collectives have a group, a rank and a number: set "
+                   "trigger.kind to \"collective\"");
+  }
+  if (trigger.has_rank() && trigger.rank() < 0) {
+    return Invalid("trigger.rank", "must be a rank (>= 0)");
   }
   if (trigger.has_phase()) {
     absl::Status known =
@@ -233,15 +266,33 @@ absl::Status ValidateModel(const proto::FaultSpec& spec) {
       "daemon_abort, disconnect, hang, slow, corrected_error");
 }
 
-// Models whose trigger only makes sense on one kind of command.
-absl::Status ValidateKindForModel(const proto::FaultSpec& spec) {
+// The kinds of command `spec`'s model can act on (ANY: every kind).
+std::vector<proto::CommandKind> KindsFor(const proto::FaultSpec& spec) {
   const proto::CommandKind natural = DefaultKind(spec);
+  // A collective's contribution and what it delivers are its input and
+  // output.
+  if (spec.has_corrupt_input() || spec.has_corrupt_output()) {
+    return {natural, proto::COLLECTIVE};
+  }
+  return {natural};
+}
+
+// Models whose trigger only makes sense on some kinds of command.
+absl::Status ValidateKindForModel(const proto::FaultSpec& spec) {
+  const std::vector<proto::CommandKind> kinds = KindsFor(spec);
   const proto::CommandKind kind = EffectiveKind(spec);
-  if (natural == proto::ANY || kind == natural) return absl::OkStatus();
-  return Invalid(spec.trigger().kind() == proto::MODEL_KIND ? "trigger.op"
-                                                            : "trigger.kind",
-                 absl::StrCat(ModelName(spec), " acts on ", PlanWord(natural),
-                              " commands, not \"", PlanWord(kind), "\""));
+  if (kinds[0] == proto::ANY ||
+      std::find(kinds.begin(), kinds.end(), kind) != kinds.end()) {
+    return absl::OkStatus();
+  }
+  std::vector<std::string> words;
+  words.reserve(kinds.size());
+  for (const proto::CommandKind each : kinds) words.push_back(PlanWord(each));
+  return Invalid(
+      spec.trigger().kind() == proto::MODEL_KIND ? "trigger.op"
+                                                 : "trigger.kind",
+      absl::StrCat(ModelName(spec), " acts on ", absl::StrJoin(words, " and "),
+                   " commands, not \"", PlanWord(kind), "\""));
 }
 
 }  // namespace
@@ -251,6 +302,21 @@ std::string PlanWord(const google::protobuf::EnumDescriptor* type, int value) {
       type->FindValueByNumber(value);
   return known != nullptr ? absl::AsciiStrToLower(known->name())
                           : absl::StrCat(value);
+}
+
+std::string CollectiveOpName(int kind) {
+  return absl::StrCat(kCollectivePrefix,
+                      PlanWord(proto::CollectiveKind_descriptor(), kind));
+}
+
+std::string EffectiveOp(const proto::FaultSpec& spec) {
+  const std::string& op = spec.trigger().op();
+  if (op.empty() || EffectiveKind(spec) != proto::COLLECTIVE ||
+      absl::StartsWith(op, kCollectivePrefix) ||
+      op.find_first_of("*?[") != std::string::npos) {
+    return op;
+  }
+  return absl::StrCat(kCollectivePrefix, op);
 }
 
 std::string ModelName(const proto::FaultSpec& spec) {
@@ -404,6 +470,11 @@ std::string PlanVocabularyJson() {
     (*model->mutable_fields())["name"].set_string_value(field->name());
     (*model->mutable_fields())["kind"].set_string_value(
         PlanWord(DefaultKind(spec)));
+    google::protobuf::ListValue* kinds =
+        (*model->mutable_fields())["kinds"].mutable_list_value();
+    for (const proto::CommandKind kind : KindsFor(spec)) {
+      kinds->add_values()->set_string_value(PlanWord(kind));
+    }
   }
   return ReplyToJson(vocabulary);
 }

@@ -48,6 +48,14 @@ proto::CommandKind DefaultKind(const proto::FaultSpec& spec);
 // KERNEL when it names an op, else DefaultKind(); ANY = every command.
 proto::CommandKind EffectiveKind(const proto::FaultSpec& spec);
 
+// "occl::all_reduce": how commands, triggers and fault records name a
+// collective of `kind` (a commands.proto CollectiveKind).
+std::string CollectiveOpName(int kind);
+
+// The op pattern `spec`'s trigger matches command names with: trigger.op,
+// with "occl::" added to a collective's bare name ("all_reduce").
+std::string EffectiveOp(const proto::FaultSpec& spec);
+
 // INVALID_VALUE naming the field when `spec` cannot be armed as given.
 absl::Status ValidateFaultSpec(const proto::FaultSpec& spec, ArmedBy armed_by);
 
@@ -64,8 +72,9 @@ absl::StatusOr<proto::FaultPlan> ReadFaultPlanFile(const std::string& path);
 
 // The vocabulary, as JSON, for clients that build plans (openreg-fi):
 // {"kinds": [...], "phases": [...], "patterns": [...], "sticky_errors":
-// [...], "models": [{"name": "corrupt_output", "kind": "kernel"}, ...]}
-// (every model in declaration order, with its DefaultKind).
+// [...], "models": [{"name": "corrupt_output", "kind": "kernel", "kinds":
+// ["kernel", "collective"]}, ...]} (every model in declaration order, with
+// its DefaultKind and every kind it can act on).
 std::string PlanVocabularyJson();
 
 }  // namespace openreg::faults

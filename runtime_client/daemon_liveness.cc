@@ -1,5 +1,7 @@
 #include "runtime_client/daemon_liveness.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <utility>
 
@@ -24,6 +26,15 @@ DaemonLiveness::DaemonLiveness(int attach_socket, std::string socket_path)
     : attach_socket_(attach_socket), socket_path_(std::move(socket_path)) {}
 
 absl::Status DaemonLiveness::StateError(int state) const {
+  if (state == kDropped) {
+    return MakeError(
+        Error::kDeviceLost,
+        absl::StrCat("openreg: the daemon serving ", socket_path_,
+                     " ended this process's session and is still running (a "
+                     "disconnect fault fired, or an operator ended the "
+                     "session): its device memory, streams and events are "
+                     "gone; restart this process"));
+  }
   if (state == kLost) {
     return MakeError(
         Error::kDeviceLost,
@@ -53,8 +64,11 @@ absl::Status DaemonLiveness::Check() {
 absl::Status DaemonLiveness::Probe() {
   int state = state_.load(std::memory_order_acquire);
   if (state == kAlive && PeerHungUp(attach_socket_)) {
+    absl::StatusOr<int> control = ConnectUnix(socket_path_);
+    if (control.ok()) close(*control);
     int expected = kAlive;
-    state_.compare_exchange_strong(expected, kLost, std::memory_order_acq_rel);
+    state_.compare_exchange_strong(expected, control.ok() ? kDropped : kLost,
+                                   std::memory_order_acq_rel);
     state = state_.load(std::memory_order_acquire);
   }
   return state == kAlive ? absl::OkStatus() : StateError(state);

@@ -1,6 +1,9 @@
 // Knows whether the daemon behind a session is still there. The attach
 // socket stays open for the session's lifetime, so its hang-up is the
-// daemon's death. Once dead, the session is lost for good (kDeviceLost):
+// daemon's death, or the daemon ending this session while it goes on (a
+// disconnect fault): the control socket still answering tells which, so
+// that the error says what happened. Either way the session is lost for
+// good (kDeviceLost):
 // its memory, streams and events died with the daemon, and pretending
 // otherwise would hand out stale device pointers.
 #ifndef OPENREG_RUNTIME_CLIENT_DAEMON_LIVENESS_H_
@@ -31,10 +34,13 @@ class DaemonLiveness {
   // After Shutdown(): threads still holding the session get an error
   // instead of writing into rings nobody reads.
   void MarkDetached();
-  bool lost() const { return state_.load(std::memory_order_acquire) == kLost; }
+  bool lost() const {
+    const int state = state_.load(std::memory_order_acquire);
+    return state == kLost || state == kDropped;
+  }
 
  private:
-  enum State : int { kAlive = 0, kLost = 1, kDetached = 2 };
+  enum State : int { kAlive = 0, kLost = 1, kDetached = 2, kDropped = 3 };
 
   absl::Status StateError(int state) const;
 

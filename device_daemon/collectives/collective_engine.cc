@@ -555,7 +555,57 @@ FlightRecorder::Op RecordedOp(const proto::Collective& collective,
   return op;
 }
 
+// A 1-D tensor of `bytes` of `shape`'s dtype at `address` on `device`.
+proto::TensorRef Extent(uint64_t address, uint64_t bytes, const Shape& shape,
+                        int device) {
+  proto::TensorRef tensor;
+  tensor.set_address(address);
+  tensor.add_sizes(static_cast<int64_t>(bytes) / shape.element_bytes);
+  tensor.add_strides(1);
+  tensor.set_dtype(static_cast<int32_t>(shape.dtype));
+  tensor.set_device(device);
+  return tensor;
+}
+
 }  // namespace
+
+absl::StatusOr<CollectiveView> CollectiveEngine::View(
+    const StreamContext& context, const proto::Collective& collective) {
+  absl::StatusOr<Communicators::Membership> membership =
+      communicators_->Find(context.session->id(), collective.communicator());
+  if (!membership.ok()) return membership.status();
+  Communicator& communicator = *membership->communicator;
+  CollectiveView view;
+  view.rank = membership->rank;
+  view.size = communicator.size();
+  const proto::FlightRecorderIdentity identity =
+      communicator.recorder().Identity(view.rank);
+  view.group = identity.group_name();
+  view.group_desc = identity.group_desc();
+  absl::StatusOr<Shape> shape = ValidateShape(collective, communicator.size());
+  if (!shape.ok()) return shape.status();
+  if (shape->kind == proto::BARRIER) return view;
+  RankBuffers sizes;
+  absl::Status sized = shape->kind == proto::ALL_TO_ALLV
+                           ? SizeVariablePart(collective, *shape, &sizes)
+                           : SizePart(*shape, view.rank, &sizes);
+  if (!sized.ok()) return sized;
+  const int device = context.device;
+  if (sizes.send_bytes > 0) {
+    view.contribution.push_back(
+        Extent(collective.send(), sizes.send_bytes, *shape, device));
+  }
+  const bool root = view.rank == shape->root;
+  if (shape->kind == proto::BROADCAST && root) {
+    // The root's buffer is what everyone receives, and is not written.
+    view.contribution.push_back(
+        Extent(collective.recv(), sizes.recv_bytes, *shape, device));
+  } else if (sizes.recv_bytes > 0) {
+    view.delivered.push_back(
+        Extent(collective.recv(), sizes.recv_bytes, *shape, device));
+  }
+  return view;
+}
 
 void CollectiveEngine::DumpOnTimeout(Communicator& communicator, int rank,
                                      pid_t pid) {

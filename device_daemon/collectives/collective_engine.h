@@ -32,6 +32,9 @@ class CollectiveEngine : public CollectiveRunner {
 
   absl::Status Run(const StreamContext& context,
                    const proto::Collective& collective) override;
+  absl::StatusOr<CollectiveView> View(
+      const StreamContext& context,
+      const proto::Collective& collective) override;
   void SessionClosed(uint64_t session_id) override;
 
  private:

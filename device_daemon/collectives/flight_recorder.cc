@@ -8,6 +8,12 @@ namespace openreg::daemon {
 
 FlightRecorder::FlightRecorder(int size) : ranks_(size) {}
 
+proto::FlightRecorderIdentity FlightRecorder::Identity(int rank) const {
+  absl::MutexLock lock(&mutex_);
+  if (rank < 0 || rank >= static_cast<int>(ranks_.size())) return {};
+  return ranks_[rank].identity;
+}
+
 void FlightRecorder::Describe(int rank,
                               const proto::FlightRecorderIdentity& identity) {
   absl::MutexLock lock(&mutex_);

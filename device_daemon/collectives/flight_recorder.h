@@ -62,6 +62,8 @@ class FlightRecorder {
   // The record's id, or nullopt when the rank records nothing.
   std::optional<uint64_t> Started(int rank, Op op);
   void Finished(int rank, uint64_t record_id, const absl::Status& outcome);
+  // How rank `rank` described itself (empty before it did).
+  proto::FlightRecorderIdentity Identity(int rank) const;
   // Every described rank's record, by rank.
   std::vector<RankRecord> Snapshot() const;
 

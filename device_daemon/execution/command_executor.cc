@@ -4,10 +4,10 @@
 #include <optional>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "data_plane/fault_plan.h"
 #include "data_plane/monotonic_clock.h"
 #include "device_daemon/base/errors.h"
 #include "device_daemon/devices/blocking_region.h"
@@ -76,8 +76,7 @@ std::string CommandName(const proto::Command& command) {
     case proto::Command::kFree:
       return "free";
     case proto::Command::kCollective:
-      return absl::AsciiStrToLower(absl::StrCat(
-          "occl::", proto::CollectiveKind_Name(command.collective().kind())));
+      return faults::CollectiveOpName(command.collective().kind());
     case proto::Command::BODY_NOT_SET:
       break;
   }

@@ -37,6 +37,8 @@ proto::FaultRecord NewFaultRecord(const Firing& firing,
   record.set_element(-1);
   record.set_match(firing.match);
   record.set_sequence(facts.sequence);
+  record.set_group(facts.group);
+  record.set_rank(facts.rank);
   return record;
 }
 

@@ -17,6 +17,8 @@ proto::CommandKind KindOf(const proto::Command& command) {
       return proto::COPY;
     case proto::Command::kFree:
       return proto::FREE;
+    case proto::Command::kCollective:
+      return proto::COLLECTIVE;
     default:
       return proto::OTHER;  // events, waits
   }
@@ -44,6 +46,9 @@ CommandFacts FactsOfCommand(const StreamContext& context,
     }
   } else {
     facts.name = name;
+  }
+  if (command.has_collective()) {
+    facts.collective_number = command.collective().number();
   }
   return facts;
 }

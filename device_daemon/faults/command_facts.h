@@ -28,6 +28,12 @@ struct CommandFacts {
   int written_tensors = 0;   // kernels: outputs the launch names
   int tensor_arguments = 0;  // kernels: device tensor arguments
   uint64_t sequence = 0;     // the command's sequence on its stream
+  // Collectives (CollectiveView): the c10d group's name and description,
+  // the rank issuing it (-1 for other commands) and its number.
+  std::string group;
+  std::string group_desc;
+  int rank = -1;
+  uint64_t collective_number = 0;
 };
 
 // The facts of `command` on `context`'s stream. `name` names a command

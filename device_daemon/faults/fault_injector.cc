@@ -103,17 +103,38 @@ void FaultInjector::SessionClosed(uint64_t session_id) {
 
 thread_local std::vector<Firing> FaultInjector::after_command_;
 
+CommandFacts FaultInjector::Facts(const StreamContext& context,
+                                  const proto::Command& command,
+                                  const std::string& name,
+                                  CollectiveView* view) const {
+  CommandFacts facts = FactsOfCommand(context, command, name);
+  if (!command.has_collective() || collectives_ == nullptr) return facts;
+  // A collective the engine refuses (unknown communicator, bad shape)
+  // keeps no group or rank: Run reports why.
+  absl::StatusOr<CollectiveView> seen =
+      collectives_->View(context, command.collective());
+  if (!seen.ok()) return facts;
+  facts.group = seen->group;
+  facts.group_desc = seen->group_desc;
+  facts.rank = seen->rank;
+  facts.tensor_arguments = static_cast<int>(seen->contribution.size());
+  facts.written_tensors = static_cast<int>(seen->delivered.size());
+  if (view != nullptr) *view = *std::move(seen);
+  return facts;
+}
+
 absl::Status FaultInjector::BeforeCommand(const StreamContext& context,
                                           const proto::Command& command,
                                           bool* run_after) {
   after_command_.clear();
   const std::string name =
       command.has_launch() ? std::string() : CommandName(command);
-  const CommandFacts facts = FactsOfCommand(context, command, name);
+  CollectiveView view;
+  const CommandFacts facts = Facts(context, command, name, &view);
   if (profile_commands_) profile_.Count(facts);
   for (const Firing& firing : registry_.Evaluate(facts)) {
     absl::Status status = FireBefore(firing, facts, &context, *context.session,
-                                     &command, &after_command_);
+                                     &command, &view, &after_command_);
     if (!status.ok()) {
       after_command_.clear();
       return status;
@@ -144,7 +165,7 @@ absl::Status FaultInjector::BeforeAllocate(Session& session, int device,
   for (const Firing& firing : registry_.Evaluate(facts)) {
     absl::Status status =
         FireBefore(firing, facts, /*context=*/nullptr, session,
-                   /*command=*/nullptr, &unused_after);
+                   /*command=*/nullptr, /*view=*/nullptr, &unused_after);
     if (!status.ok()) {
       if (ErrorCodeOf(status) == proto::OUT_OF_MEMORY) {
         absl::MutexLock lock(&mutex_);
@@ -162,6 +183,7 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
                                        const StreamContext* context,
                                        Session& session,
                                        const proto::Command* command,
+                                       const CollectiveView* view,
                                        std::vector<Firing>* after) {
   const ArmedFault& fault = *firing.fault;
   const std::string what = fault.Describe();
@@ -183,6 +205,12 @@ absl::Status FaultInjector::FireBefore(const Firing& firing,
     case proto::FaultSpec::kCorruptInput:
       if (command != nullptr && command->has_launch()) {
         CorruptTensors(firing, facts, session, TensorArguments(*command),
+                       /*inputs=*/true, log_);
+      } else if (command != nullptr && command->has_collective() &&
+                 view != nullptr) {
+        // The rank's contribution, in its memory, before the collective
+        // reads it (as a kernel's input is).
+        CorruptTensors(firing, facts, session, view->contribution,
                        /*inputs=*/true, log_);
       }
       return absl::OkStatus();
@@ -297,8 +325,12 @@ void FaultInjector::AfterCommand(const StreamContext& context,
   after_command_.clear();
   const std::string name =
       command.has_launch() ? std::string() : CommandName(command);
-  CommandFacts facts = FactsOfCommand(context, command, name);
-  facts.written_tensors = static_cast<int>(written.size());
+  CollectiveView view;
+  CommandFacts facts = Facts(context, command, name, &view);
+  // What a collective delivered to this rank is its output.
+  const WrittenTensors& outputs =
+      command.has_collective() ? view.delivered : written;
+  facts.written_tensors = static_cast<int>(outputs.size());
   for (const Firing& firing : firings) {
     const proto::FaultSpec& spec = firing.fault->spec;
     if (spec.has_slow()) {
@@ -312,7 +344,7 @@ void FaultInjector::AfterCommand(const StreamContext& context,
     } else if (spec.has_stuck_at() && spec.stuck_at().bytes() != 0) {
       EnforceStuckRange(firing, facts, *devices_, log_);
     } else {
-      CorruptTensors(firing, facts, *context.session, written,
+      CorruptTensors(firing, facts, *context.session, outputs,
                      /*inputs=*/false, log_);
     }
   }

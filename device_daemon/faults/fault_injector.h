@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "device_daemon/devices/devices.h"
+#include "device_daemon/execution/collective_runner.h"
 #include "device_daemon/execution/fault_hook.h"
 #include "device_daemon/faults/armed_fault.h"
 #include "device_daemon/faults/command_facts.h"
@@ -45,6 +46,13 @@ class FaultInjector : public FaultHook {
   // How the Disconnect model drops a session (the attach server closes its
   // connection). Set before serving; must not block.
   void SetDisconnectHandler(std::function<void(uint64_t session_id)> handler);
+
+  // Where collectives' facts (group, rank) and memory come from; without
+  // one, collective triggers see no group or rank and corruptions of
+  // collectives find nothing to corrupt. Set before serving.
+  void SetCollectiveRunner(CollectiveRunner* collectives) {
+    collectives_ = collectives;
+  }
 
   // Validates every fault of `plan` and arms them all, or none. With a
   // session, unscoped faults affect only it; without one (daemon plan,
@@ -87,12 +95,19 @@ class FaultInjector : public FaultHook {
     absl::Status error;
   };
 
+  // The facts of `command` (with its collective's group and rank), and
+  // in `view` (when not null) the collective's memory.
+  CommandFacts Facts(const StreamContext& context,
+                     const proto::Command& command, const std::string& name,
+                     CollectiveView* view) const;
+
   // Acts on a firing before the command runs (null `context` and
-  // `command` for an allocation). Effects that need the command's result
-  // go to `after`.
+  // `command` for an allocation; `view`: a collective's memory). Effects
+  // that need the command's result go to `after`.
   absl::Status FireBefore(const Firing& firing, const CommandFacts& facts,
                           const StreamContext* context, Session& session,
                           const proto::Command* command,
+                          const CollectiveView* view,
                           std::vector<Firing>* after);
   // Publishes whether anything is armed or profiled; called with `mutex_`
   // held after every change to the registry, so concurrent changes cannot
@@ -104,6 +119,7 @@ class FaultInjector : public FaultHook {
   static thread_local std::vector<Firing> after_command_;
 
   Devices* const devices_;
+  CollectiveRunner* collectives_ = nullptr;
   const bool profile_commands_;
   std::atomic<bool> active_;
   FaultLog log_;

@@ -38,6 +38,7 @@ FaultTrigger::FaultTrigger(const proto::FaultSpec& spec, uint64_t session_id,
       session_id_(session_id),
       armed_at_(armed_at),
       kind_(faults::EffectiveKind(spec)),
+      op_(faults::EffectiveOp(spec)),
       phase_(spec.trigger().has_phase() ? spec.trigger().phase() : -1),
       op_is_glob_(spec.trigger().op().find_first_of("*?[") !=
                   std::string::npos),
@@ -45,7 +46,7 @@ FaultTrigger::FaultTrigger(const proto::FaultSpec& spec, uint64_t session_id,
 
 bool FaultTrigger::OpMatches(absl::string_view name,
                              absl::string_view overload) const {
-  const std::string& pattern = trigger_.op();
+  const std::string& pattern = op_;
   if (pattern.empty()) return true;
   if (op_is_glob_) return GlobMatches(name, overload);
   if (pattern == name) return true;  // every overload
@@ -70,7 +71,7 @@ bool FaultTrigger::GlobMatches(absl::string_view name,
     auto cached = glob_results_.find(full);
     if (cached != glob_results_.end()) return cached->second;
   }
-  const std::string& pattern = trigger_.op();
+  const std::string& pattern = op_;
   bool matched = fnmatch(pattern.c_str(), full.c_str(), 0) == 0;
   if (!matched) {
     const std::string bare(name);
@@ -94,6 +95,15 @@ bool FaultTrigger::Matches(const CommandFacts& facts) const {
   }
   if (trigger_.has_input() &&
       facts.tensor_arguments <= static_cast<int>(trigger_.input())) {
+    return false;
+  }
+  if (!trigger_.group().empty() && facts.group != trigger_.group() &&
+      facts.group_desc != trigger_.group()) {
+    return false;
+  }
+  if (trigger_.has_rank() && facts.rank != trigger_.rank()) return false;
+  if (trigger_.has_collective_number() &&
+      facts.collective_number != trigger_.collective_number()) {
     return false;
   }
   return OpMatches(facts.name, facts.overload);

@@ -50,6 +50,7 @@ class FaultTrigger {
   const uint64_t session_id_;
   const absl::Time armed_at_;
   const proto::CommandKind kind_;  // ANY = every kind
+  const std::string op_;           // faults::EffectiveOp
   const int phase_;                // -1 = any
   const bool op_is_glob_;
   const uint32_t times_;  // 0 = always

@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
   if (make_collectives) {
     daemon->collectives_ = make_collectives(&daemon->communicators_);
     daemon->executor_->SetCollectiveRunner(daemon->collectives_.get());
+    daemon->faults_->SetCollectiveRunner(daemon->collectives_.get());
   }
   if (options.profile_costs) daemon->executor_->costs().Start();
   daemon->executor_->wait_budget().SetLimits(options.wait_limits);

@@ -6,6 +6,17 @@ the last checkpoint and ends with the weights of a run without failures.
         examples/distributed/ddp_checkpointed.py --checkpoint-dir=/tmp/ckpt \\
         --kill-rank=1 --kill-at-step=7 --weights-out=/tmp/weights.pt
 
+Under a fault plan (docs/FAULT_INJECTION.md), each rank arms it in its own
+session; a plan whose trigger names a rank hits that rank only:
+
+    OPENREG_FAULT_PLAN=examples/distributed/gradient_flip.json \
+        torchrun --nproc_per_node=2 --max-restarts=1 \
+        examples/distributed/ddp_checkpointed.py --checkpoint-dir=/tmp/ckpt
+
+With --report, rank 0 reports the final loss and weights to an openreg-fi
+campaign (torch_openreg.fi.report), which compares them with the
+fault-free run's.
+
 --kill-rank/--kill-at-step stand for a crash: that rank kills itself
 (SIGKILL) at that step, in the first attempt only. The survivors' next
 collective fails at once with a DistBackendError naming it (the daemon sees
@@ -15,6 +26,7 @@ and they resume from the checkpoint. Steps draw their data from seeds of
 """
 
 import argparse
+import datetime
 import os
 import signal
 import sys
@@ -33,6 +45,11 @@ def parse_args():
     parser.add_argument("--kill-rank", type=int, default=None)
     parser.add_argument("--kill-at-step", type=int, default=None)
     parser.add_argument("--weights-out", default=None)
+    parser.add_argument("--report", action="store_true",
+                        help="report the final loss and weights to an "
+                             "openreg-fi campaign")
+    parser.add_argument("--group-timeout", type=float, default=600,
+                        help="seconds a collective waits for every rank")
     return parser.parse_args()
 
 
@@ -59,12 +76,14 @@ def main():
     store, _, world = next(dist.rendezvous("env://"))
     dist.init_process_group(
         store=dist.PrefixStore(f"attempt_{attempt}", store), rank=rank,
-        world_size=world)
+        world_size=world,
+        timeout=datetime.timedelta(seconds=args.group_timeout))
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(),
                                 torch.nn.Linear(64, 1)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    os.makedirs(args.checkpoint_dir, exist_ok=True)
     checkpoint = os.path.join(args.checkpoint_dir, "checkpoint.pt")
     start = 0
     if os.path.exists(checkpoint):
@@ -76,6 +95,7 @@ def main():
               flush=True)
     model = DDP(model, device_ids=[device.index])
 
+    loss = None
     try:
         for step in range(start, args.steps):
             if step > start and step % args.checkpoint_every == 0 and rank == 0:
@@ -100,10 +120,16 @@ def main():
         print(f"RANK_ERROR rank {rank} at {time.time():.6f}: {error}",
               file=sys.stderr, flush=True)
         sys.exit(1)
+    weights = {name: value.cpu()
+               for name, value in model.module.state_dict().items()}
     if rank == 0 and args.weights_out:
-        torch.save({name: value.cpu()
-                    for name, value in model.module.state_dict().items()},
-                   args.weights_out)
+        torch.save(weights, args.weights_out)
+    if rank == 0 and args.report:
+        import torch_openreg.fi as fi
+
+        fi.report("final_loss", loss.item())
+        for name, value in weights.items():
+            fi.report(name, value)
     dist.destroy_process_group()
 
 

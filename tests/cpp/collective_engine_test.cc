@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "data_plane/fault_plan.h"
 #include "device_daemon/collectives/communicators.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/execution/command_executor.h"
+#include "device_daemon/faults/fault_injector.h"
 #include "device_daemon/kernels/aten_op_runner.h"
 #include "device_daemon/sessions/session.h"
 #include "gtest/gtest.h"
@@ -571,6 +573,70 @@ TEST_F(CollectiveEngineTest, StatsShowWhichRanksJoinedAPendingCollective) {
       << stats[0].aborted;
   EXPECT_TRUE(stats[0].pending.empty());
   EXPECT_FALSE(stats[0].members[1].joined);
+}
+
+TEST_F(CollectiveEngineTest,
+       AFlippedContributionReachesEveryRankAndAFlippedDeliveryOnlyOne) {
+  FaultInjector faults(devices_.get(), /*profile_commands=*/false);
+  faults.SetCollectiveRunner(&engine_);
+  executor_->SetFaultHook(&faults);
+  MakeRanks(2);
+  // Rank 1 described itself as c10d's default group: "0", "default_pg".
+  proto::FlightRecorderIdentity identity;
+  identity.set_group_name("0");
+  identity.set_group_desc("default_pg");
+  identity.set_entries(10);
+  for (int r = 0; r < 2; ++r) {
+    communicators_.Find(ranks_[r].session->id(), ranks_[r].communicator)
+        ->communicator->recorder()
+        .Describe(r, identity);
+  }
+  absl::StatusOr<proto::FaultPlan> plan = faults::ParseFaultPlan(R"({"faults": [
+      {"daemon_wide": true, "corrupt_input": {"bits": [31], "element": 2},
+       "trigger": {"kind": "collective", "op": "all_reduce",
+                   "group": "default_pg", "rank": 1, "collective_number": 0}},
+      {"daemon_wide": true, "corrupt_output": {"bits": [31], "element": 0},
+       "trigger": {"kind": "collective", "group": "0", "rank": 0,
+                   "collective_number": 1}},
+      {"daemon_wide": true, "corrupt_input": {"bits": [31]},
+       "trigger": {"kind": "collective", "group": "1"}},
+      {"daemon_wide": true, "corrupt_input": {"bits": [31]},
+       "trigger": {"kind": "collective", "op": "broadcast"}}]})");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(faults.Arm(*plan, nullptr).ok());
+  const uint64_t a0 = Alloc(0, 16), a1 = Alloc(1, 16);
+  Upload<float>(0, a0, {1, 2, 3, 4});
+  Upload<float>(1, a1, {1, 2, 3, 4});
+  // Rank 1's 3 read as -3: every rank sums it.
+  for (const auto& error :
+       RunAll({Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0),
+               Collective(1, proto::ALL_REDUCE, kFloat, 4, a1, a1)})) {
+    EXPECT_EQ(error, std::nullopt);
+  }
+  EXPECT_EQ(Download<float>(0, a0, 4), (std::vector<float>{2, 4, 0, 8}));
+  EXPECT_EQ(Download<float>(1, a1, 4), (std::vector<float>{2, 4, 0, 8}));
+  // Only rank 0 receives a flipped sign.
+  for (const auto& error :
+       RunAll({Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0),
+               Collective(1, proto::ALL_REDUCE, kFloat, 4, a1, a1)})) {
+    EXPECT_EQ(error, std::nullopt);
+  }
+  EXPECT_EQ(Download<float>(0, a0, 4), (std::vector<float>{-4, 8, 0, 16}));
+  EXPECT_EQ(Download<float>(1, a1, 4), (std::vector<float>{4, 8, 0, 16}));
+  uint64_t next = 0, dropped = 0;
+  const std::vector<proto::FaultRecord> records =
+      faults.log().Read(0, &next, &dropped);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].model(), "corrupt_input");
+  EXPECT_EQ(records[0].command(), "occl::all_reduce");
+  EXPECT_EQ(records[0].group(), "0");
+  EXPECT_EQ(records[0].rank(), 1);
+  EXPECT_EQ(records[0].value_before(), "3");
+  EXPECT_EQ(records[0].value_after(), "-3");
+  EXPECT_EQ(records[1].model(), "corrupt_output");
+  EXPECT_EQ(records[1].rank(), 0);
+  EXPECT_EQ(records[1].element(), 0);
+  executor_->SetFaultHook(nullptr);
 }
 
 }  // namespace

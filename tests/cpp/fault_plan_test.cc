@@ -2,10 +2,15 @@
 // before it is armed, whoever sends it.
 #include "data_plane/fault_plan.h"
 
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "data_plane/error_codes.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "protos/commands.pb.h"
 
@@ -97,15 +102,39 @@ TEST(FaultPlanTest, SemanticErrorsNameTheFaultAndTheField) {
 }
 
 TEST(FaultPlanTest, ModelsRefuseTriggersOnCommandsTheyCannotAffect) {
-  EXPECT_THAT(Refusal(R"({"faults": [{"corrupt_output": {},
+  EXPECT_THAT(
+      Refusal(R"({"faults": [{"corrupt_output": {},
                           "trigger": {"kind": "copy"}}]})"),
-              HasSubstr("corrupt_output acts on kernel commands"));
+      HasSubstr("corrupt_output acts on kernel and collective commands"));
   EXPECT_THAT(Refusal(R"({"faults": [{"allocation_failure": {},
                           "trigger": {"op": "aten::add"}}]})"),
               HasSubstr("allocation_failure acts on allocation commands"));
   EXPECT_THAT(Refusal(R"({"faults": [{"device_fault": {},
                           "trigger": {"kind": "copy", "op": "aten::add"}}]})"),
-              HasSubstr("trigger.op: only kernels have an op"));
+              HasSubstr("trigger.op: only kernels and collectives have an op"));
+}
+
+TEST(FaultPlanTest, CollectivesAreNamedByKindAndFilteredByGroupRankNumber) {
+  const std::string flip = R"({"faults": [{"corrupt_input": {},
+      "trigger": {"kind": "collective", "op": "all_reduce", "group": "0",
+                  "rank": 1, "collective_number": 3}}]})";
+  EXPECT_EQ(Refusal(flip), "");
+  const proto::FaultSpec spec = Parse(flip).faults(0);
+  EXPECT_EQ(EffectiveOp(spec), "occl::all_reduce");
+  EXPECT_EQ(CollectiveOpName(proto::REDUCE_SCATTER), "occl::reduce_scatter");
+  EXPECT_EQ(Refusal(R"({"faults": [{"corrupt_output": {},
+      "trigger": {"kind": "collective", "op": "occl::*reduce*"}}]})"),
+            "");
+  EXPECT_THAT(Refusal(R"({"faults": [{"slow": {"delay_seconds": 1},
+      "trigger": {"kind": "collective", "op": "allreduce"}}]})"),
+              HasSubstr("trigger.op: \"allreduce\" is not one of all_reduce, "
+                        "broadcast"));
+  EXPECT_THAT(Refusal(R"({"faults": [{"corrupt_output": {},
+      "trigger": {"rank": 1}}]})"),
+              HasSubstr("trigger.rank: only collectives have a group"));
+  EXPECT_THAT(Refusal(R"({"faults": [{"kernel_failure": {},
+      "trigger": {"kind": "collective"}}]})"),
+              HasSubstr("kernel_failure acts on kernel commands"));
 }
 
 TEST(FaultPlanTest, AnOpImpliesKernelsAndKindsDefaultToTheModels) {
@@ -175,14 +204,32 @@ TEST(FaultPlanTest, AnEnumValueFromABinaryRequestIsChecked) {
                         "illegal_address, ecc_uncorrectable"));
 }
 
-TEST(FaultPlanTest, TheVocabularyListsEveryModelWithItsKind) {
-  const std::string vocabulary = PlanVocabularyJson();
-  EXPECT_THAT(vocabulary,
-              AnyOf(HasSubstr(R"({"name":"corrupt_copy","kind":"copy"})"),
-                    HasSubstr(R"({"kind":"copy","name":"corrupt_copy"})")));
-  EXPECT_THAT(vocabulary, AnyOf(HasSubstr(R"({"name":"hang","kind":"any"})"),
-                                HasSubstr(R"({"kind":"any","name":"hang"})")));
-  EXPECT_THAT(vocabulary, HasSubstr("\"patterns\":[\"bit_flip\","));
+TEST(FaultPlanTest, TheVocabularyListsEveryModelWithItsKinds) {
+  google::protobuf::Struct vocabulary;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(PlanVocabularyJson(),
+                                                          &vocabulary)
+                  .ok());
+  std::map<std::string, std::pair<std::string, std::vector<std::string>>>
+      models;
+  for (const google::protobuf::Value& model :
+       vocabulary.fields().at("models").list_value().values()) {
+    const auto& fields = model.struct_value().fields();
+    std::vector<std::string> kinds;
+    for (const google::protobuf::Value& kind :
+         fields.at("kinds").list_value().values()) {
+      kinds.push_back(kind.string_value());
+    }
+    models[fields.at("name").string_value()] = {
+        fields.at("kind").string_value(), kinds};
+  }
+  using Kinds = std::vector<std::string>;
+  EXPECT_EQ(models["corrupt_copy"].first, "copy");
+  EXPECT_EQ(models["corrupt_copy"].second, Kinds{"copy"});
+  EXPECT_EQ(models["hang"].first, "any");
+  EXPECT_EQ(models["corrupt_input"].second, (Kinds{"kernel", "collective"}));
+  EXPECT_EQ(
+      vocabulary.fields().at("patterns").list_value().values(0).string_value(),
+      "bit_flip");
 }
 
 TEST(FaultPlanTest, AMissingPlanFileIsNamed) {

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch_openreg.testing
 
@@ -76,3 +77,33 @@ def run_python(code, env, timeout=120):
     """Runs `code` in a fresh interpreter; returns the CompletedProcess."""
     return subprocess.run([sys.executable, "-c", code], env=env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def descendants():
+    """Pids of the live processes descending from this one."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if fields[0] != "Z":
+            parents[int(entry)] = int(fields[1])
+    found, frontier = [], [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        children = [pid for pid, ppid in parents.items() if ppid == parent]
+        found += children
+        frontier += children
+    return found
+
+
+def assert_no_descendants(grace_seconds=5):
+    """Every process this one started has ended (within the grace)."""
+    deadline = time.monotonic() + grace_seconds
+    while descendants() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert descendants() == []

@@ -555,7 +555,40 @@ def late_rank(rank, world, device):
     return {"value": encode(tensor)}
 
 
-SCENARIOS = {"late_rank": late_rank, "point_to_point": point_to_point,
+def collective_fault(rank, world, device):
+    """Every rank arms the fault of $OPENREG_TEST_FAULT (a FaultSpec as
+    JSON, scoped to the rank's own session; its trigger says which rank it
+    hits), then runs three all_reduces of rank + 1 (the first is #0). Each
+    step's value or error and seconds; the daemon's fault log."""
+    import time
+    faults = torch.openreg.faults
+    # The daemon's log holds the earlier tests' firings too.
+    since = max((record.index + 1 for record in faults.log()), default=0)
+    faults.arm_plan({"faults": [json.loads(os.environ["OPENREG_TEST_FAULT"])]})
+    steps = []
+    for _ in range(3):
+        tensor = torch.full((4,), float(rank + 1), device=device)
+        start = time.monotonic()
+        try:
+            dist.all_reduce(tensor)
+            value = encode(tensor)  # .cpu(): waits for the collective
+            steps.append({"value": value,
+                          "seconds": time.monotonic() - start})
+        except Exception as error:  # noqa: BLE001 - reported to the test
+            steps.append({"error": f"{type(error).__name__}: {error}",
+                          "seconds": time.monotonic() - start})
+            break
+    try:
+        log = [{"model": record.model, "command": record.command,
+                "rank": record.rank, "group": record.group,
+                "phase": record.phase, "element": record.element}
+               for record in faults.log(since)]
+    except Exception as error:  # noqa: BLE001 - a dropped session
+        log = f"{type(error).__name__}: {error}"
+    return {"steps": steps, "log": log}
+
+
+SCENARIOS = {"collective_fault": collective_fault, "late_rank": late_rank, "point_to_point": point_to_point,
              "transfer_mismatch": transfer_mismatch, "split": split,
              "hosts": hosts, "checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
              "dies": dies, "mismatch": mismatch, "stopped": stopped,
@@ -575,7 +608,7 @@ def main():
         timeout=datetime.timedelta(seconds=float(timeout)) if timeout else None)
     result = SCENARIOS[scenario](rank, world, device)
     print("RESULT " + json.dumps(result), flush=True)
-    if scenario not in ("dies", "stopped"):
+    if scenario not in ("dies", "stopped", "collective_fault"):
         dist.destroy_process_group()
 
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "data_plane/flight_recorder_settings.h"
+#include "torch_backend/command_phase.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/distributed/host_transfer_work.h"
 #include "torch_backend/distributed/occl_work.h"
@@ -441,6 +442,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::RunOn(
   auto done = std::make_shared<c10::Event>(kOpenReg);
   {
     const c10::StreamGuard on_communication(communication);
+    // DDP's all_reduce runs in backward (from autograd hooks): fault
+    // triggers and the command profile see it there.
+    StampCommandPhase();
     enqueue(static_cast<StreamId>(communication.id()));
     done->record(communication);
     // Consumers of the future wait for the communication stream.

@@ -13,17 +13,23 @@ and the errors it detects itself:
 Both append JSON lines to the file named by $OPENREG_FI_RESULT, which the
 campaign sets for each run; without it (a program run on its own) they do
 nothing. A name reported several times (a loss per step) is compared as
-the sequence of its values. See docs/FAULT_INJECTION.md.
+the sequence of its values. Under torchrun every line carries the job's
+attempt ($TORCHELASTIC_RESTART_COUNT): a job restarted after a failure is
+judged by its last attempt's reports (so report final values, such as the
+final loss and weights, once), and counts as Recovered when they match.
+See docs/FAULT_INJECTION.md.
 """
 
 import json
 import os
 
-__all__ = ["RESULT_ENV", "RUN_ENV", "detected", "report", "to_json_value"]
+__all__ = ["ATTEMPT_ENV", "RESULT_ENV", "RUN_ENV", "detected", "report", "to_json_value"]
 
 RESULT_ENV = "OPENREG_FI_RESULT"
 # The run being executed: "golden-0", "golden-1", ... or the run index.
 RUN_ENV = "OPENREG_FI_RUN"
+# Set by torchrun in every worker: 0 first, +1 on each restart.
+ATTEMPT_ENV = "TORCHELASTIC_RESTART_COUNT"
 
 
 def to_json_value(value):
@@ -61,6 +67,9 @@ def _append(entry):
     path = os.environ.get(RESULT_ENV)
     if not path:
         return
+    attempt = os.environ.get(ATTEMPT_ENV)
+    if attempt:
+        entry = {**entry, "attempt": int(attempt)}
     # One write per line, flushed at once: a run that crashes later keeps
     # what it reported before.
     with open(path, "a") as result:

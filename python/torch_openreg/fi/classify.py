@@ -1,4 +1,4 @@
-"""What happened in one run: Masked, SDC, DUE, Hang or Crash.
+"""What happened in one run: Masked, Recovered, SDC, DUE, Hang or Crash.
 
 A run's output is compared with the fault-free (golden) run's within a
 tolerance: |run - golden| <= atol + rtol * |golden| for every number (NaN
@@ -18,8 +18,10 @@ __all__ = ["OUTCOMES", "Output", "RunResult", "classify", "compare_outputs",
            "last_exception", "read_output", "read_result_file",
            "signal_name"]
 
-# In the order reports list them.
-OUTCOMES = ("Masked", "SDC", "DUE", "Hang", "Crash")
+# In the order reports list them. Recovered: the output matches the golden
+# run's after the job was restarted (torchrun --max-restarts) from a
+# failure.
+OUTCOMES = ("Masked", "Recovered", "SDC", "DUE", "Hang", "Crash")
 
 # A number as Python, torch and numpy print them (the text around numbers
 # is compared exactly).
@@ -29,12 +31,15 @@ _NUMBER = re.compile(
 
 class Output:
     """A program's output: `values` (name -> list of reported values) for
-    reports, or `text`; `detected` lists the errors the program reported."""
+    reports, or `text`; `detected` lists the errors the program reported;
+    `restarts` how many times torchrun restarted the job (its last
+    attempt's number)."""
 
-    def __init__(self, values=None, text=None, detected=()):
+    def __init__(self, values=None, text=None, detected=(), restarts=0):
         self.values = values
         self.text = text
         self.detected = list(detected)
+        self.restarts = restarts
 
 
 class RunResult:
@@ -52,40 +57,46 @@ class RunResult:
 
 
 def read_result_file(path):
-    """(values, detected) from a $OPENREG_FI_RESULT file; a missing file is
-    an empty report, a torn last line (the program died writing it) is
-    ignored."""
-    values, detected = {}, []
+    """(values, detected, restarts) from a $OPENREG_FI_RESULT file: the
+    reports of the job's last attempt (restarts: its number, 0 without
+    torchrun restarts); a missing file is an empty report, a torn last
+    line (the program died writing it) is ignored."""
+    entries = []
     try:
         with open(path) as result:
             lines = result.read().splitlines()
     except FileNotFoundError:
-        return values, detected
+        lines = []
     for line in lines:
         try:
-            entry = json.loads(line)
+            entries.append(json.loads(line))
         except ValueError:
+            continue
+    restarts = max((entry.get("attempt", 0) for entry in entries), default=0)
+    values, detected = {}, []
+    for entry in entries:
+        if entry.get("attempt", 0) != restarts:
             continue
         if "detected" in entry:
             detected.append(entry["detected"])
         elif "name" in entry:
             values.setdefault(entry["name"], []).append(entry.get("value"))
-    return values, detected
+    return values, detected, restarts
 
 
 def read_output(compare, result_path, stdout_path, output_file):
     """The Output of a run: `compare` is "report", "stdout" or "file"
     (output_file's text; None if the program wrote none)."""
-    values, detected = read_result_file(result_path)
+    values, detected, restarts = read_result_file(result_path)
     if compare == "report":
-        return Output(values=values, detected=detected)
+        return Output(values=values, detected=detected, restarts=restarts)
     path = stdout_path if compare == "stdout" else output_file
     try:
         with open(path, errors="replace") as f:
             text = f.read()
     except FileNotFoundError:
         text = None
-    return Output(text=text, detected=detected)
+    return Output(text=text, detected=detected, restarts=restarts)
 
 
 def _close(value, golden, rtol, atol):
@@ -184,7 +195,8 @@ def classify(result, golden, rtol=0.0, atol=0.0):
     """(outcome, detail) of a RunResult against the golden Output:
     Hang (timed out), Crash (killed by a signal), DUE (the program reported
     a detected error or exited with a nonzero status), else SDC if its
-    output differs from the golden output, Masked if not."""
+    output differs from the golden output, Recovered if it matches after
+    torchrun restarted the job, Masked if it matches."""
     if result.timed_out:
         return "Hang", f"no exit within the timeout ({result.seconds:.1f} s)"
     if result.returncode < 0 and result.exception:
@@ -203,6 +215,9 @@ def classify(result, golden, rtol=0.0, atol=0.0):
     difference = compare_outputs(result.output, golden, rtol, atol)
     if difference:
         return "SDC", difference
+    if result.output.restarts:
+        return "Recovered", (f"the golden output after {result.output.restarts}"
+                             " restart(s)")
     return "Masked", ""
 
 

@@ -27,6 +27,13 @@ _VOCABULARY = _plan_vocabulary()
 # otherwise).
 MODELS = {model["name"]: None if model["kind"] == "any" else model["kind"]
           for model in _VOCABULARY["models"]}
+# The kinds each model with a kind of its own can also act on
+# (corrupt_input / corrupt_output: a collective's contribution / delivery).
+MODEL_KINDS = {model["name"]: tuple(model.get("kinds", [model["kind"]]))
+               for model in _VOCABULARY["models"]}
+# The kinds of command that have an op (kernels: the ATen op; collectives:
+# "occl::all_reduce", ...).
+OP_KINDS = ("kernel", "collective")
 # "any": every command (the population counts them all).
 KINDS = tuple(_VOCABULARY["kinds"])
 PHASES = tuple(_VOCABULARY["phases"])
@@ -79,7 +86,9 @@ def corruption_models(models):
 def model_kind(model, kind):
     """The command kind run faults of `model` target (--kind or the
     model's own)."""
-    return MODELS[model] or kind or "kernel"
+    if MODELS[model] is None:
+        return kind or "kernel"
+    return kind if kind in MODEL_KINDS[model] else MODELS[model]
 
 
 def parse_bits(text):
@@ -150,18 +159,20 @@ def _check(config):
     if config["kind"] is not None:
         if config["kind"] not in KINDS:
             raise ConfigError("--kind", f"expected one of {', '.join(KINDS)}")
-        fixed = [model for model in models if MODELS[model] not in
-                 (None, config["kind"])]
+        fixed = [model for model in models if MODELS[model] is not None
+                 and config["kind"] not in MODEL_KINDS[model]]
         if fixed:
-            raise ConfigError("--kind", f"{fixed[0]} always targets "
-                              f"{MODELS[fixed[0]]} commands")
+            raise ConfigError("--kind", f"{fixed[0]} targets only "
+                              f"{' and '.join(MODEL_KINDS[fixed[0]])} "
+                              "commands")
     if config["ops"] is not None:
         if not config["ops"]:
             raise ConfigError("--op", "expected an op name or glob")
         others = [model for model in models
-                  if model_kind(model, config["kind"]) != "kernel"]
+                  if model_kind(model, config["kind"]) not in OP_KINDS]
         if others:
-            raise ConfigError("--op", f"only kernels have an op, and "
+            raise ConfigError("--op", f"only kernels and collectives have "
+                              f"an op, and "
                               f"{others[0]} targets "
                               f"{model_kind(others[0], config['kind'])} "
                               "commands")

@@ -13,7 +13,8 @@ import bisect
 import fnmatch
 import random
 
-from torch_openreg.fi.config import ConfigError, corruption_models, model_kind
+from torch_openreg.fi.config import (OP_KINDS, ConfigError, corruption_models,
+                                     model_kind)
 
 __all__ = ["Population", "fault_for_run", "op_matches", "populations",
            "read_profile", "run_rng"]
@@ -33,17 +34,21 @@ def read_profile(reply):
 
 
 def op_matches(patterns, op):
-    """Whether `op` ("aten::add.Tensor") matches one of the patterns: an
-    exact name, a name without overload ("aten::add") or a glob."""
+    """Whether `op` ("aten::add.Tensor", "occl::all_reduce") matches one of
+    the patterns: an exact name, a name without overload ("aten::add"), a
+    collective's bare name ("all_reduce") or a glob."""
     return any(fnmatch.fnmatchcase(op, pattern) or
-               op.partition(".")[0] == pattern for pattern in patterns)
+               op.partition(".")[0] == pattern or op == f"occl::{pattern}"
+               for pattern in patterns)
 
 
 class Population:
     """The dynamic instances a campaign's faults of one kind ("any": every
     command) may hit, grouped as a trigger can address them: (device, kind,
-    op, phase) for kernels, (device, kind, phase) for other commands (only
-    kernels have an op)."""
+    op, phase) for kernels and collectives, (device, kind, phase) for other
+    commands (which have no op). In a job whose ranks each use their own
+    device (torchrun's local rank), the device is the rank: every fault
+    hits one rank."""
 
     def __init__(self, profile, kind, ops=None, device=None, phase=None):
         groups = {}
@@ -56,7 +61,7 @@ class Population:
                 continue
             if ops is not None and not op_matches(ops, entry["op"]):
                 continue
-            op = entry["op"] if kind == "kernel" else ""
+            op = entry["op"] if kind in OP_KINDS else ""
             key = (entry["device"], kind, op, entry["phase"])
             groups[key] = groups.get(key, 0) + entry["count"]
         self.groups = sorted(groups.items())

@@ -17,6 +17,8 @@ __all__ = ["Launcher", "Program", "RUN_DIR"]
 # Replaced in the program's arguments (and --output-file) by the run's own
 # folder, for programs that write their results to a file.
 RUN_DIR = "{run_dir}"
+# How long a run that overran its timeout gets to end after SIGTERM.
+TERMINATE_SECONDS = 10
 
 
 def _is_this_python(name):
@@ -77,6 +79,15 @@ class SubprocessRun:
         return True
 
     def kill(self):
+        if self._process.returncode is None:
+            # A launcher such as torchrun starts its workers in sessions of
+            # their own, out of reach of killpg: SIGTERM lets it stop them
+            # (within its own grace period) before it goes.
+            try:
+                os.killpg(self.pid, signal.SIGTERM)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.wait(TERMINATE_SECONDS)
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):

@@ -13,7 +13,7 @@ from torch_openreg.fi.intervals import wilson
 
 __all__ = ["write_plots"]
 
-COLORS = {"Masked": "#8fbc8f", "SDC": "#d62728", "DUE": "#ff7f0e",
+COLORS = {"Masked": "#8fbc8f", "Recovered": "#1f77b4", "SDC": "#d62728", "DUE": "#ff7f0e",
           "Hang": "#9467bd", "Crash": "#333333"}
 
 

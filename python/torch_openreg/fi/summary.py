@@ -78,10 +78,12 @@ def _table(title, groups, limit=None):
     rows = rows[:limit] if limit else rows
     width = max([len(title)] + [len(str(label)) for label, _ in rows])
     lines = [f"{title:<{width}}  {'runs':>5}" +
-             "".join(f"  {outcome:>6}" for outcome in OUTCOMES)]
+             "".join(f"  {outcome:>{max(6, len(outcome))}}"
+                     for outcome in OUTCOMES)]
     for label, counts in rows:
         lines.append(f"{str(label):<{width}}  {counts['runs']:>5}" +
-                     "".join(f"  {counts[o]:>6}" for o in OUTCOMES))
+                     "".join(f"  {counts[o]:>{max(6, len(o))}}"
+                             for o in OUTCOMES))
     if hidden:
         lines.append(f"({hidden} more in summary.json)")
     return lines
@@ -103,10 +105,10 @@ def format_summary(summary, golden=None):
                  f"per run: program {summary['mean_seconds']:.3f} s, "
                  f"overhead {summary['mean_overhead']:.3f} s")
     lines.append("")
-    lines.append(f"{'outcome':<8}  {'runs':>5}  {'rate':>6}  95% CI")
+    lines.append(f"{'outcome':<9}  {'runs':>5}  {'rate':>6}  95% CI")
     for outcome, entry in summary["outcomes"].items():
         low, high = entry["ci95"]
-        lines.append(f"{outcome:<8}  {entry['count']:>5}  "
+        lines.append(f"{outcome:<9}  {entry['count']:>5}  "
                      f"{100 * entry['rate']:>5.1f}%  "
                      f"{100 * low:.1f}% - {100 * high:.1f}%")
     lines += [""] + _table("model", summary["by_model"])

@@ -72,7 +72,9 @@ def corrupt_output(pattern="bit_flip", *, bit_count=None, burst=None,
     (adjacent with `burst`) drawn from [min_bit, max_bit], or exactly
     `bits`; or replace the element with a random value ("random_value") or
     zero ("zero"). `element` (flat index) and `output` are random unless
-    given; `elements` neighbouring elements are hit."""
+    given; `elements` neighbouring elements are hit. On a collective
+    (kind="collective"): what it delivered to the rank, which alone sees
+    the corruption."""
     return _model("corrupt_output", pattern=pattern, bit_count=bit_count,
                   burst=burst, bits=bits, min_bit=min_bit, max_bit=max_bit,
                   element=element, elements=elements, output=output)
@@ -81,7 +83,9 @@ def corrupt_output(pattern="bit_flip", *, bit_count=None, burst=None,
 def corrupt_input(pattern="bit_flip", *, input=None, **fields):
     """Corruption of a kernel's input: one of its tensor arguments (the
     `input`th, random when None) is corrupted in device memory just before
-    the kernel reads it. Other fields as corrupt_output."""
+    the kernel reads it. Other fields as corrupt_output. On a collective
+    (kind="collective"): the rank's contribution, in its memory, before
+    the collective reads it (every rank receives the corrupted result)."""
     return _model("corrupt_input", pattern=pattern, input=input, **fields)
 
 
@@ -141,18 +145,23 @@ def daemon_abort():
 
 
 def disconnect():
-    """The daemon drops this session (as if the connection broke)."""
+    """The daemon drops this session (as if the connection broke). On a
+    collective: the rank drops out of it, as if its process had died; the
+    other ranks' collective fails naming it."""
     return {"disconnect": {}}
 
 
 def hang(seconds=0.0):
     """The command never completes (0) or takes `seconds`: pair with
-    torch.openreg.set_sync_timeout to turn the hang into an error."""
+    torch.openreg.set_sync_timeout to turn the hang into an error. On a
+    collective: the rank never joins it (for `seconds`); the others fail
+    at the group's timeout, naming it."""
     return _model("hang", seconds=seconds)
 
 
 def slow(delay_seconds=None, factor=None):
-    """A straggler: each matching command delayed and/or stretched."""
+    """A straggler: each matching command delayed and/or stretched. On a
+    collective: the rank joins `delay_seconds` late; the others wait."""
     return _model("slow", delay_seconds=delay_seconds, factor=factor)
 
 
@@ -165,7 +174,8 @@ def corrected_error():
 _TRIGGER_FIELDS = ("device", "pid", "stream", "kind", "op", "phase", "output",
                    "input",
                    "nth", "after", "every", "probability",
-                   "window_start_seconds", "window_end_seconds", "times")
+                   "window_start_seconds", "window_end_seconds", "times",
+                   "group", "rank", "collective_number")
 
 
 def _spec(model, seed, name, daemon_wide, trigger):
@@ -192,7 +202,14 @@ def arm(model, *, seed=0, name=None, daemon_wide=False, **trigger):
     """Arms one fault; returns its id. `trigger` fields: device, pid,
     stream, kind, op, phase, output, nth, after, every, probability,
     window_start_seconds, window_end_seconds, times (default 1, 0 =
-    always). Raises ValueError naming a bad field (nothing is armed)."""
+    always); for kind="collective" also group (a process group's name or
+    description), rank (in that group) and collective_number (#N in
+    occl's errors). Raises ValueError naming a bad field (nothing is
+    armed).
+
+        faults.arm(faults.corrupt_input(bits=[30]), kind="collective",
+                   op="all_reduce", rank=1, phase="backward")
+    """
     spec = _spec(model, seed, name, daemon_wide, dict(trigger))
     return arm_plan({"faults": [spec]})[0]
 
@@ -282,6 +299,8 @@ class FaultRecord:
     message: str
     match: int
     input: int
+    group: str = ""  # collectives: the process group's name
+    rank: int = -1   # collectives: the rank hit, else -1
 
 
 def log(since=0):
