@@ -555,6 +555,28 @@ def late_rank(rank, world, device):
     return {"value": encode(tensor)}
 
 
+def dies_on_another_host(rank, world, device):
+    """Ranks on two daemons (two hosts); the last rank exits after the
+    first all_reduce. Every other rank's next all_reduce must fail, never
+    hang: its own daemon's ranks at once, the other daemon's through gloo
+    (the connection to the failed host's first rank breaks, or the group's
+    timeout passes)."""
+    import time
+    tensor = torch.ones(4, device=device)
+    dist.all_reduce(tensor)
+    torch.openreg.synchronize()
+    if rank == world - 1:
+        os._exit(0)
+    start = time.monotonic()
+    try:
+        dist.all_reduce(tensor)
+        torch.openreg.synchronize()
+        return {"error": None}
+    except Exception as error:  # noqa: BLE001 - reported to the test
+        return {"error": f"{type(error).__name__}: {error}",
+                "seconds": time.monotonic() - start}
+
+
 def collective_fault(rank, world, device):
     """Every rank arms the fault of $OPENREG_TEST_FAULT (a FaultSpec as
     JSON, scoped to the rank's own session; its trigger says which rank it
@@ -588,7 +610,8 @@ def collective_fault(rank, world, device):
     return {"steps": steps, "log": log}
 
 
-SCENARIOS = {"collective_fault": collective_fault, "late_rank": late_rank, "point_to_point": point_to_point,
+SCENARIOS = {"collective_fault": collective_fault,
+             "dies_on_another_host": dies_on_another_host, "late_rank": late_rank, "point_to_point": point_to_point,
              "transfer_mismatch": transfer_mismatch, "split": split,
              "hosts": hosts, "checkpoint": checkpoint, "tensor_parallel": tensor_parallel, "collectives": collectives, "models": models, "fsdp": fsdp,
              "dies": dies, "mismatch": mismatch, "stopped": stopped,
@@ -608,7 +631,8 @@ def main():
         timeout=datetime.timedelta(seconds=float(timeout)) if timeout else None)
     result = SCENARIOS[scenario](rank, world, device)
     print("RESULT " + json.dumps(result), flush=True)
-    if scenario not in ("dies", "stopped", "collective_fault"):
+    if scenario not in ("dies", "stopped", "collective_fault",
+                        "dies_on_another_host"):
         dist.destroy_process_group()
 
 

@@ -31,6 +31,29 @@ def test_a_rank_that_dies_fails_the_others_collective_naming_it():
     assert results[0]["seconds"] < 30
 
 
+def test_a_rank_that_dies_on_another_host_fails_every_other_rank():
+    """Ranks 0-1 on the test's daemon, 2-3 on another (two hosts); rank 3
+    exits after the first all_reduce. Rank 2 (its host) is
+    told by its daemon, naming it; ranks 0 and 1 learn it through the
+    exchange between the daemons' first ranks (gloo's connection breaks):
+    all within seconds, far below the group's 30 s timeout."""
+    with torch_openreg.testing.Daemon(devices=2,
+                                      memory_per_device="1GiB") as other:
+        results, _ = run_ranks(
+            "dies_on_another_host", 4, silent_ranks=(3,),
+            sockets=[DAEMON.socket] * 2 + [other.socket] * 2,
+            OPENREG_TEST_GROUP_TIMEOUT="30")
+    for rank in range(3):
+        error = results[rank]["error"]
+        assert error is not None and error.startswith("DistBackendError: "), \
+            (rank, error)
+        assert results[rank]["seconds"] < 20, results[rank]
+    # Rank 3 is rank 1 of its daemon's communicator.
+    assert "rank 1 (pid" in results[2]["error"], results[2]["error"]
+    assert "ended" in results[2]["error"], results[2]["error"]
+    assert "across daemons" in results[0]["error"], results[0]["error"]
+
+
 def test_a_stopped_rank_fails_the_others_collective_within_the_timeout():
     """A rank stopped with SIGSTOP never ends: the others' next collective
     fails at the group's timeout (3 s here), naming it and the collective's

@@ -258,6 +258,22 @@ void ProcessGroupOCCL::ScatterOnStream(const at::Tensor& input,
       everything.narrow(0, rank_ * output.numel(), output.numel()));
 }
 
+void ProcessGroupOCCL::WaitAcrossHosts(
+    const c10::intrusive_ptr<c10d::Work>& work, const char* collective) const {
+  try {
+    work->wait();
+  } catch (const std::exception& error) {
+    C10_THROW_ERROR(
+        DistBackendError,
+        std::string("occl ") + collective + " (rank " + std::to_string(rank_) +
+            " of " + std::to_string(size_) +
+            ") across daemons: the exchange between the daemons' first "
+            "ranks (gloo) failed; a rank on another host ended or missed "
+            "the group's timeout: " +
+            error.what());
+  }
+}
+
 void ProcessGroupOCCL::AllReduceAcrossHosts(const at::Tensor& tensor,
                                             proto::ReduceOp op, double scale,
                                             StreamId stream) {
@@ -278,7 +294,7 @@ void ProcessGroupOCCL::AllReduceAcrossHosts(const at::Tensor& tensor,
     std::vector<at::Tensor> parts{host};
     c10d::AllreduceOptions options;
     options.reduceOp = AcrossHosts(op);
-    hosts_.leaders->allreduce(parts, options)->wait();
+    WaitAcrossHosts(hosts_.leaders->allreduce(parts, options), "all_reduce");
     if (op == proto::AVG) host.div_(size_);
     tensor.copy_(host);
   }
@@ -320,7 +336,7 @@ void ProcessGroupOCCL::BroadcastAcrossHosts(const at::Tensor& tensor, int root,
     std::vector<at::Tensor> parts{host};
     c10d::BroadcastOptions options;
     options.rootRank = root_host;
-    hosts_.leaders->broadcast(parts, options)->wait();
+    WaitAcrossHosts(hosts_.leaders->broadcast(parts, options), "broadcast");
     if (my_host != root_host) tensor.copy_(host);
   }
   if (my_host != root_host) {
@@ -911,7 +927,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupOCCL::barrier(
                       // gloo, then each daemon's ranks again.
                       if (hosts_.local_rank == 0) {
                         OPENREG_CHECK(StreamSynchronize(stream));
-                        hosts_.leaders->barrier()->wait();
+                        WaitAcrossHosts(hosts_.leaders->barrier(), "barrier");
                       }
                       Check(Barrier(comm_, stream), "Barrier");
                     }

@@ -190,6 +190,11 @@ class ProcessGroupOCCL : public c10d::Backend {
                       int root, StreamId stream);
   void ScatterOnStream(const at::Tensor& input, const at::Tensor& output,
                        int root, StreamId stream);
+  // Waits for `work` of the gloo group of the daemons' first ranks; its
+  // failure (another host's rank died, or the timeout passed) becomes a
+  // DistBackendError naming the collective, as this daemon's failures are.
+  void WaitAcrossHosts(const c10::intrusive_ptr<c10d::Work>& work,
+                       const char* collective) const;
   // all_reduce across daemons: reduce to the daemon's first rank, gloo
   // all_reduce among first ranks (host memory), broadcast back.
   void AllReduceAcrossHosts(const at::Tensor& tensor, proto::ReduceOp op,
