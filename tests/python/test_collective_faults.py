@@ -5,11 +5,18 @@ rank processes on the test process's daemon. Every rank arms the same
 fault in its own session; the trigger's rank says which one it hits."""
 
 import json
+import os
+import subprocess
 import sys
 
 import pytest
+import torch
 
-from distributed_launch import run_ranks
+from daemon_fixture import python_env
+from distributed_launch import DAEMON, TIMEOUT, run_ranks
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        os.pardir, os.pardir, "examples", "distributed")
 
 # The all_reduce each step runs: rank r contributes 4 x (r + 1).
 FAULT_FREE = [3.0] * 4
@@ -112,6 +119,42 @@ def test_a_fault_for_another_group_or_collective_never_fires():
         1, {"corrupt_input": {"bits": [30]}}, op="broadcast"))
     for rank_steps in steps:
         assert [step["value"] for step in rank_steps] == [FAULT_FREE] * 3
+
+
+
+def test_the_ddp_example_under_the_gradient_flip_plan_ends_elsewhere(
+        tmp_path):
+    """examples/distributed/gradient_flip.json, armed by every rank
+    ($OPENREG_FAULT_PLAN), flips a bit of rank 1's contribution to its 4th
+    gradient all_reduce (in backward): the job ends without an error, with
+    weights that differ from its fault-free run's; the fault log says where
+    it fired."""
+    def train(name, **env):
+        folder = tmp_path / name
+        subprocess.run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone",
+             "--nproc_per_node=2",
+             os.path.join(EXAMPLES, "ddp_checkpointed.py"),
+             f"--checkpoint-dir={folder}/checkpoints",
+             f"--weights-out={folder}/weights.pt", "--steps=4",
+             "--checkpoint-every=2"],
+            env=python_env(OPENREG_DAEMON_SOCKET=DAEMON.socket,
+                           OPENREG_AUTOSPAWN="0", **env),
+            capture_output=True, text=True, timeout=TIMEOUT, check=True)
+        return torch.load(folder / "weights.pt")
+
+    golden = train("golden")
+    since = max((record.index + 1 for record in torch.openreg.faults.log()),
+                default=0)
+    flipped = train("flipped", OPENREG_FAULT_PLAN=os.path.join(
+        EXAMPLES, "gradient_flip.json"))
+    [record] = torch.openreg.faults.log(since)
+    assert record.fault_name == "flip a bit of rank 1's gradients"
+    assert (record.command, record.phase, record.rank, record.group) == (
+        "occl::all_reduce", "backward", 1, "0")
+    assert record.bits == [27]
+    assert any(not torch.equal(golden[name], flipped[name])
+               for name in golden)
 
 
 if __name__ == "__main__":
