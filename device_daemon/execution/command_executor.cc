@@ -100,6 +100,19 @@ void CommandExecutor::SetCollectiveRunner(CollectiveRunner* runner) {
 
 absl::Status CommandExecutor::Execute(const StreamContext& context,
                                       const proto::Command& command) {
+  absl::Status status = ExecuteChecked(context, command);
+  if (!status.ok() && command.has_collective()) {
+    // Whatever failed it (the collective, an injected fault, a sticky
+    // error, the device's state), work queued behind a collective that did
+    // not run must not run on as if it had.
+    context.session->TaintStream(context.slot_index, command.sequence(),
+                                 command.collective().communicator(), status);
+  }
+  return status;
+}
+
+absl::Status CommandExecutor::ExecuteChecked(const StreamContext& context,
+                                             const proto::Command& command) {
   if (absl::Status sticky = context.session->StickyError(); !sticky.ok()) {
     return sticky;
   }
@@ -176,7 +189,7 @@ absl::Status CommandExecutor::Dispatch(const StreamContext& context,
     case proto::Command::kWaitIpcEvent:
       return WaitIpcEvent(context, command.wait_ipc_event());
     case proto::Command::kCollective:
-      return RunCollective(context, command.collective(), command.sequence());
+      return RunCollective(context, command.collective());
     case proto::Command::kFree:
       return FreeMemory(context, command.free(), command.sequence());
     case proto::Command::BODY_NOT_SET:
@@ -335,9 +348,8 @@ absl::Status CommandExecutor::WaitIpcEvent(const StreamContext& context,
       });
 }
 
-absl::Status CommandExecutor::RunCollective(const StreamContext& context,
-                                            const proto::Collective& collective,
-                                            uint64_t sequence) {
+absl::Status CommandExecutor::RunCollective(
+    const StreamContext& context, const proto::Collective& collective) {
   CollectiveRunner* runner = collective_runner_.load(std::memory_order_acquire);
   if (runner == nullptr) {
     return MakeError(proto::INTERNAL,
@@ -346,12 +358,7 @@ absl::Status CommandExecutor::RunCollective(const StreamContext& context,
   absl::StatusOr<WaitBudget::Ticket> ticket =
       wait_budget_.Acquire(context.session->id());
   if (!ticket.ok()) return ticket.status();
-  absl::Status ran = runner->Run(context, collective);
-  if (!ran.ok()) {
-    context.session->TaintStream(context.slot_index, sequence,
-                                 collective.communicator(), ran);
-  }
-  return ran;
+  return runner->Run(context, collective);
 }
 
 absl::Status CommandExecutor::FreeMemory(const StreamContext& context,

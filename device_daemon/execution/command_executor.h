@@ -82,9 +82,11 @@ class CommandExecutor : public StreamEngine {
   // Blocks until every rank arrived (collective_runner.h), within the wait
   // budget.
   // A failure taints the stream (stream_taints.h).
+  // Execute() without the taint of a failed collective's stream.
+  absl::Status ExecuteChecked(const StreamContext& context,
+                              const proto::Command& command);
   absl::Status RunCollective(const StreamContext& context,
-                             const proto::Collective& collective,
-                             uint64_t sequence);
+                             const proto::Collective& collective);
   absl::Status FreeMemory(const StreamContext& context,
                           const proto::FreeMemory& free, uint64_t sequence);
   absl::Status Launch(const StreamContext& context,

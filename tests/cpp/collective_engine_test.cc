@@ -639,5 +639,33 @@ TEST_F(CollectiveEngineTest,
   executor_->SetFaultHook(nullptr);
 }
 
+TEST_F(CollectiveEngineTest, ACollectiveAFaultFailedTaintsItsStreamToo) {
+  FaultInjector faults(devices_.get(), /*profile_commands=*/false);
+  faults.SetCollectiveRunner(&engine_);
+  executor_->SetFaultHook(&faults);
+  MakeRanks(2, /*timeout=*/absl::Milliseconds(300));
+  // No disconnect handler: the fault fails rank 1's collective without
+  // dropping its session.
+  absl::StatusOr<proto::FaultPlan> plan = faults::ParseFaultPlan(R"({
+      "daemon_wide": true, "disconnect": {},
+      "trigger": {"kind": "collective", "rank": 1}})");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_TRUE(faults.Arm(*plan, nullptr).ok());
+  const uint64_t a0 = Alloc(0, 16), a1 = Alloc(1, 16);
+  const auto errors =
+      RunAll({Collective(0, proto::ALL_REDUCE, kFloat, 4, a0, a0),
+              Collective(1, proto::ALL_REDUCE, kFloat, 4, a1, a1)});
+  ASSERT_TRUE(errors[1].has_value());
+  EXPECT_EQ(errors[1]->code, proto::DEVICE_LOST);
+  // What waits for rank 1's collective inherits its failure.
+  const absl::Status inherited =
+      ranks_[1].session->taints().Check(0, errors[1]->sequence);
+  EXPECT_FALSE(inherited.ok());
+  EXPECT_NE(inherited.message().find("dropped this session"),
+            std::string::npos)
+      << inherited;
+  executor_->SetFaultHook(nullptr);
+}
+
 }  // namespace
 }  // namespace openreg::daemon
