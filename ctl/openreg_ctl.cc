@@ -7,6 +7,9 @@
 //     profile
 //     costs [start|stop|reset]
 //     stats
+//     flight-recorder PID [--prefix=P]
+//     sessions | kill-session PID | drain [on|off] | shutdown [--force]
+//     set-idle-exit SECONDS
 //
 // Faults armed here have no client session, so each must be daemon-wide or
 // name a pid (docs/FAULT_INJECTION.md). Exit status: 0 on success, 1 when
@@ -47,7 +50,8 @@ ABSL_FLAG(std::string, prefix, "",
           "$TORCH_FR_DUMP_TEMP_FILE, else /tmp/nccl_trace_rank_).");
 ABSL_FLAG(bool, force, false,
           "device reset: reset a healthy device even though sessions hold "
-          "memory on it (their memory is lost).");
+          "memory on it (their memory is lost); shutdown: stop even though "
+          "sessions are attached (they end).");
 
 namespace openreg::ctl {
 namespace {
@@ -351,6 +355,98 @@ int FlightRecorderDump(Stub& stub, const std::vector<char*>& rest) {
   return failed == 0 ? 0 : kRefused;
 }
 
+// ---- Operators: see and steer the daemon's clients.
+
+int Sessions(Stub& stub) {
+  proto::ListSessionsReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status =
+      stub.ListSessions(&context, proto::ListSessionsRequest(), &reply);
+  return Finish(status, reply, [&] {
+    std::cout << (reply.draining() ? "draining (new sessions refused)"
+                                   : "accepting sessions")
+              << "; idle exit: "
+              << (reply.idle_exit_seconds() > 0
+                      ? absl::StrCat(reply.idle_exit_seconds(), " s")
+                      : std::string("never"))
+              << "\n";
+    std::cout << absl::StrFormat("%8s %8s %6s %12s %7s %10s  %s\n", "session",
+                                 "pid", "uid", "memory", "streams", "commands",
+                                 "command line");
+    for (const proto::SessionInfo& session : reply.sessions()) {
+      std::cout << absl::StrFormat(
+          "%8d %8d %6d %10.1fMB %7d %10d  %s\n", session.session_id(),
+          session.pid(), session.uid(),
+          static_cast<double>(session.allocated_bytes()) / (1 << 20),
+          session.streams(), session.commands_executed(),
+          session.command_line());
+    }
+  });
+}
+
+int KillSession(Stub& stub, const std::vector<char*>& rest) {
+  int pid = 0;
+  if (rest.size() != 1 || !absl::SimpleAtoi(rest[0], &pid) || pid <= 0) {
+    return Usage("kill-session takes the pid of a client process");
+  }
+  proto::KillSessionRequest request;
+  request.set_pid(pid);
+  proto::KillSessionReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.KillSession(&context, request, &reply);
+  return Finish(status, reply, [&] {
+    std::cout << "ended session(s) " << absl::StrJoin(reply.ended(), ", ")
+              << " of pid " << pid << "\n";
+  });
+}
+
+int Drain(Stub& stub, const std::string& verb) {
+  if (verb != "" && verb != "on" && verb != "off") {
+    return Usage(absl::StrCat("drain: '", verb, "' is not on or off"));
+  }
+  proto::DrainRequest request;
+  request.set_draining(verb != "off");
+  proto::DrainReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.Drain(&context, request, &reply);
+  return Finish(status, reply, [&] {
+    std::cout << (request.draining() ? "draining: new sessions are refused; "
+                                     : "accepting new sessions; ")
+              << reply.attached() << " attached\n";
+  });
+}
+
+int ShutdownDaemon(Stub& stub) {
+  proto::ShutdownRequest request;
+  request.set_force(absl::GetFlag(FLAGS_force));
+  proto::ShutdownReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.Shutdown(&context, request, &reply);
+  return Finish(status, reply, [&] {
+    std::cout << "the daemon is stopping"
+              << (reply.ended() > 0
+                      ? absl::StrCat("; ", reply.ended(), " session(s) ended")
+                      : std::string())
+              << "\n";
+  });
+}
+
+int SetIdleExit(Stub& stub, const std::vector<char*>& rest) {
+  double seconds = 0;
+  if (rest.size() != 1 || !absl::SimpleAtod(rest[0], &seconds)) {
+    return Usage("set-idle-exit takes a number of seconds (0: never)");
+  }
+  proto::SetIdleExitRequest request;
+  request.set_seconds(seconds);
+  proto::SetIdleExitReply reply;
+  grpc::ClientContext context;
+  const grpc::Status status = stub.SetIdleExit(&context, request, &reply);
+  return Finish(status, reply, [&] {
+    std::cout << "idle exit: "
+              << (seconds > 0 ? absl::StrCat(seconds, " s") : "never") << "\n";
+  });
+}
+
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Talks to a running openreg-daemon's control service.\n"
@@ -364,6 +460,12 @@ int Main(int argc, char** argv) {
       "  costs [start|stop|reset]                        the cost profile\n"
       "  stats                                           daemon statistics\n"
       "  flight-recorder PID [--prefix=P]                traces of PID's job\n"
+      "  sessions                                        attached clients\n"
+      "  kill-session PID                                end PID's session\n"
+      "  drain [on|off]                                  refuse new sessions\n"
+      "  shutdown [--force]                              stop the daemon\n"
+      "  set-idle-exit SECONDS                           exit when idle (0: "
+      "never)\n"
       "Exit status: 0 on success, 1 when the daemon refused the request, 2 "
       "for a bad command line.");
   command_line::ExitIfHelpRequested(argc, argv, {"ctl/"}, std::cout);
@@ -395,6 +497,12 @@ int Main(int argc, char** argv) {
   if (command == "flight-recorder") {
     return FlightRecorderDump(*stub, {args.begin() + 1, args.end()});
   }
+  const std::vector<char*> operands(args.begin() + 1, args.end());
+  if (command == "sessions" && args.size() == 1) return Sessions(*stub);
+  if (command == "kill-session") return KillSession(*stub, operands);
+  if (command == "drain" && args.size() <= 2) return Drain(*stub, verb);
+  if (command == "shutdown" && args.size() == 1) return ShutdownDaemon(*stub);
+  if (command == "set-idle-exit") return SetIdleExit(*stub, operands);
   return Usage(
       absl::StrCat("unknown command '", absl::StrJoin(args, " "), "'"));
 }

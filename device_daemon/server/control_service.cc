@@ -45,6 +45,7 @@ ControlService::ControlService(Devices* devices, SessionRegistry* registry,
                                FaultInjector* faults, CommandCosts* costs,
                                IpcExports* exports,
                                Communicators* communicators,
+                               DaemonOperations* operations,
                                std::string attach_socket)
     : devices_(devices),
       registry_(registry),
@@ -52,6 +53,7 @@ ControlService::ControlService(Devices* devices, SessionRegistry* registry,
       costs_(costs),
       exports_(exports),
       communicators_(communicators),
+      operations_(operations),
       attach_socket_(std::move(attach_socket)) {}
 
 grpc::Status ControlService::Handshake(grpc::ServerContext*,

@@ -16,6 +16,7 @@
 #include "device_daemon/execution/command_costs.h"
 #include "device_daemon/faults/fault_injector.h"
 #include "device_daemon/ipc/ipc_exports.h"
+#include "device_daemon/server/daemon_operations.h"
 #include "device_daemon/sessions/session_registry.h"
 #include "protos/control.grpc.pb.h"
 
@@ -23,12 +24,12 @@ namespace openreg::daemon {
 
 class ControlService final : public proto::DeviceDaemon::Service {
  public:
-  // `devices`, `registry`, `faults`, `costs`, `exports` and
-  // `communicators` must outlive the service.
+  // `devices`, `registry`, `faults`, `costs`, `exports`,
+  // `communicators` and `operations` must outlive the service.
   ControlService(Devices* devices, SessionRegistry* registry,
                  FaultInjector* faults, CommandCosts* costs,
                  IpcExports* exports, Communicators* communicators,
-                 std::string attach_socket);
+                 DaemonOperations* operations, std::string attach_socket);
 
   grpc::Status Handshake(grpc::ServerContext* context,
                          const proto::HandshakeRequest* request,
@@ -122,6 +123,22 @@ class ControlService final : public proto::DeviceDaemon::Service {
   grpc::Status CommDescribe(grpc::ServerContext* context,
                             const proto::CommDescribeRequest* request,
                             proto::CommDescribeReply* reply) override;
+  // Operators (operator_service.cc).
+  grpc::Status ListSessions(grpc::ServerContext* context,
+                            const proto::ListSessionsRequest* request,
+                            proto::ListSessionsReply* reply) override;
+  grpc::Status KillSession(grpc::ServerContext* context,
+                           const proto::KillSessionRequest* request,
+                           proto::KillSessionReply* reply) override;
+  grpc::Status Drain(grpc::ServerContext* context,
+                     const proto::DrainRequest* request,
+                     proto::DrainReply* reply) override;
+  grpc::Status Shutdown(grpc::ServerContext* context,
+                        const proto::ShutdownRequest* request,
+                        proto::ShutdownReply* reply) override;
+  grpc::Status SetIdleExit(grpc::ServerContext* context,
+                           const proto::SetIdleExitRequest* request,
+                           proto::SetIdleExitReply* reply) override;
   grpc::Status DumpFlightRecorder(
       grpc::ServerContext* context,
       const proto::DumpFlightRecorderRequest* request,
@@ -134,6 +151,7 @@ class ControlService final : public proto::DeviceDaemon::Service {
   CommandCosts* const costs_;
   IpcExports* const exports_;
   Communicators* const communicators_;
+  DaemonOperations* const operations_;
   const std::string attach_socket_;
 };
 

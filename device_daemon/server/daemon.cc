@@ -90,7 +90,8 @@ Daemon::Daemon(const DaemonOptions& options, SocketDirectory directory,
                InstanceLock lock)
     : options_(options),
       directory_(std::move(directory)),
-      lock_(std::move(lock)) {
+      lock_(std::move(lock)),
+      idle_exit_(options.idle_exit) {
   stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
@@ -116,7 +117,7 @@ absl::Status Daemon::StartServers() {
   });
   control_service_ = std::make_unique<ControlService>(
       devices_.get(), registry_.get(), faults_.get(), &executor_->costs(),
-      &exports_, &communicators_, attach_socket_path());
+      &exports_, &communicators_, this, attach_socket_path());
   // No listening port: control_listener_ accepts the connections and hands
   // this server only those of the daemon's uid.
   grpc::ServerBuilder builder;
@@ -148,11 +149,12 @@ void Daemon::Run(int signal_fd) {
         return;
       }
     }
-    if (options_.idle_exit > absl::ZeroDuration() &&
+    const absl::Duration idle_limit = idle_exit();
+    if (idle_limit > absl::ZeroDuration() &&
         registry_->attached_count() == 0 &&
-        absl::Now() - registry_->idle_since() >= options_.idle_exit) {
-      Log(LogLevel::kInfo, "no client for ",
-          absl::FormatDuration(options_.idle_exit), ", exiting");
+        absl::Now() - registry_->idle_since() >= idle_limit) {
+      Log(LogLevel::kInfo, "no client for ", absl::FormatDuration(idle_limit),
+          ", exiting");
       return;
     }
   }
@@ -162,6 +164,20 @@ void Daemon::RequestStop() {
   const uint64_t one = 1;
   ssize_t ignored = write(stop_fd_, &one, sizeof(one));
   (void)ignored;
+}
+
+void Daemon::EndSession(uint64_t session_id) {
+  if (attach_server_ != nullptr) attach_server_->DropSession(session_id);
+}
+
+void Daemon::SetIdleExit(absl::Duration limit) {
+  absl::MutexLock lock(&idle_exit_mutex_);
+  idle_exit_ = limit;
+}
+
+absl::Duration Daemon::idle_exit() const {
+  absl::MutexLock lock(&idle_exit_mutex_);
+  return idle_exit_;
 }
 
 void Daemon::Shutdown() {

@@ -10,7 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "data_plane/session_layout.h"
 #include "device_daemon/collectives/communicators.h"
@@ -23,6 +25,7 @@
 #include "device_daemon/server/attach_server.h"
 #include "device_daemon/server/control_listener.h"
 #include "device_daemon/server/control_service.h"
+#include "device_daemon/server/daemon_operations.h"
 #include "device_daemon/server/instance_lock.h"
 #include "device_daemon/server/socket_directory.h"
 #include "device_daemon/sessions/session_registry.h"
@@ -57,7 +60,7 @@ struct DaemonOptions {
   int executors_per_device = 0;
 };
 
-class Daemon {
+class Daemon : public DaemonOperations {
  public:
   // Takes the single-instance lock, removes stale socket files, reserves
   // device memory and starts both servers. Fails with kAlreadyExists when
@@ -79,7 +82,11 @@ class Daemon {
   // none), RequestStop() is called or the idle limit is reached.
   void Run(int signal_fd);
   // Makes Run() return. Thread-safe.
-  void RequestStop();
+  void RequestStop() override;
+  // DaemonOperations (openreg-ctl kill-session, set-idle-exit):
+  void EndSession(uint64_t session_id) override;
+  void SetIdleExit(absl::Duration limit) override;
+  absl::Duration idle_exit() const override;
   // Stops accepting clients, ends every session and removes the socket
   // files. Idempotent.
   void Shutdown();
@@ -116,6 +123,9 @@ class Daemon {
   std::unique_ptr<ControlListener> control_listener_;
   std::unique_ptr<AttachServer> attach_server_;
   bool shut_down_ = false;
+  // options_.idle_exit, changed by openreg-ctl set-idle-exit.
+  mutable absl::Mutex idle_exit_mutex_;
+  absl::Duration idle_exit_ ABSL_GUARDED_BY(idle_exit_mutex_);
 };
 
 }  // namespace openreg::daemon

@@ -46,6 +46,14 @@ SessionRegistry::SessionRegistry(Devices* devices, StreamEngine* engine,
       idle_since_(absl::Now()) {}
 
 absl::Status SessionRegistry::Reserve(const PeerCredentials& peer) {
+  if (draining_) {
+    return MakeError(
+        proto::DAEMON_UNAVAILABLE,
+        "the daemon is draining (openreg-ctl drain): it accepts no new "
+        "sessions and stops once its clients are done; use another daemon "
+        "(OPENREG_DAEMON_SOCKET), or ask its operator to accept sessions "
+        "again (openreg-ctl drain --off)");
+  }
   if (quota_.per_process != 0 && per_process_[peer.pid] >= quota_.per_process) {
     return MakeError(
         proto::RESOURCE_EXHAUSTED,
@@ -176,6 +184,16 @@ uint64_t SessionRegistry::sessions_served() const {
 absl::Time SessionRegistry::idle_since() const {
   absl::ReaderMutexLock lock(&mutex_);
   return idle_since_;
+}
+
+void SessionRegistry::SetDraining(bool draining) {
+  absl::MutexLock lock(&mutex_);
+  draining_ = draining;
+}
+
+bool SessionRegistry::draining() const {
+  absl::ReaderMutexLock lock(&mutex_);
+  return draining_;
 }
 
 }  // namespace openreg::daemon

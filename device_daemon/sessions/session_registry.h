@@ -48,7 +48,7 @@ class SessionRegistry {
   ~SessionRegistry();  // closes every session
 
   // RESOURCE_EXHAUSTED when the peer's process or uid has its quota of
-  // sessions attached.
+  // sessions attached; DAEMON_UNAVAILABLE while draining.
   absl::StatusOr<std::shared_ptr<Session>> Create(
       const PeerCredentials& peer, const std::string& client_name);
 
@@ -71,6 +71,11 @@ class SessionRegistry {
   // When the last session went away (or the registry was created);
   // absl::InfiniteFuture() while sessions are attached.
   absl::Time idle_since() const;
+
+  // While draining (openreg-ctl drain), new sessions are refused; attached
+  // ones go on.
+  void SetDraining(bool draining);
+  bool draining() const;
 
  private:
   // Counts `peer`'s attached and attaching sessions against the quota and
@@ -95,6 +100,7 @@ class SessionRegistry {
   std::map<uid_t, uint32_t> per_uid_ ABSL_GUARDED_BY(mutex_);
   uint64_t sessions_served_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Time idle_since_ ABSL_GUARDED_BY(mutex_);
+  bool draining_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 }  // namespace openreg::daemon

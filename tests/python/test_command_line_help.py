@@ -54,7 +54,8 @@ def test_ctl_help_lists_its_flags_and_commands_and_exits_0():
     assert flags["force"] == "false"
     assert flags["json"] == "false"
     for command in ["fault add", "fault list", "fault log", "device reset",
-                    "profile", "stats", "flight-recorder"]:
+                    "profile", "stats", "flight-recorder", "sessions",
+                    "kill-session", "drain", "shutdown", "set-idle-exit"]:
         assert command in result.stdout
 
 
