@@ -150,8 +150,7 @@ void Daemon::Run(int signal_fd) {
       }
     }
     const absl::Duration idle_limit = idle_exit();
-    if (idle_limit > absl::ZeroDuration() &&
-        registry_->attached_count() == 0 &&
+    if (idle_limit > absl::ZeroDuration() && registry_->attached_count() == 0 &&
         absl::Now() - registry_->idle_since() >= idle_limit) {
       Log(LogLevel::kInfo, "no client for ", absl::FormatDuration(idle_limit),
           ", exiting");

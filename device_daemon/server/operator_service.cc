@@ -23,8 +23,7 @@ namespace {
 // The process's command line, its arguments joined by spaces ("" when it
 // cannot be read: the process is gone).
 std::string CommandLineOf(pid_t pid) {
-  std::ifstream file(absl::StrCat("/proc/", pid, "/cmdline"),
-                     std::ios::binary);
+  std::ifstream file(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(file)),
                    std::istreambuf_iterator<char>());
   absl::StripTrailingAsciiWhitespace(&text);
@@ -62,8 +61,7 @@ grpc::Status ControlService::ListSessions(grpc::ServerContext*,
     info->set_commands_executed(stats.commands_executed);
   }
   reply->set_draining(registry_->draining());
-  reply->set_idle_exit_seconds(
-      absl::ToDoubleSeconds(operations_->idle_exit()));
+  reply->set_idle_exit_seconds(absl::ToDoubleSeconds(operations_->idle_exit()));
   return grpc::Status::OK;
 }
 
@@ -105,9 +103,9 @@ grpc::Status ControlService::Drain(grpc::ServerContext*,
                                    const proto::DrainRequest* request,
                                    proto::DrainReply* reply) {
   registry_->SetDraining(request->draining());
-  Log(LogLevel::kInfo,
-      request->draining() ? "draining: new sessions are refused"
-                          : "accepting new sessions again");
+  Log(LogLevel::kInfo, request->draining()
+                           ? "draining: new sessions are refused"
+                           : "accepting new sessions again");
   reply->set_attached(static_cast<uint32_t>(registry_->attached_count()));
   return grpc::Status::OK;
 }
@@ -115,13 +113,11 @@ grpc::Status ControlService::Drain(grpc::ServerContext*,
 grpc::Status ControlService::Shutdown(grpc::ServerContext*,
                                       const proto::ShutdownRequest* request,
                                       proto::ShutdownReply* reply) {
-  const std::vector<std::shared_ptr<Session>> sessions =
-      registry_->Snapshot();
+  const std::vector<std::shared_ptr<Session>> sessions = registry_->Snapshot();
   if (!sessions.empty() && !request->force()) {
     ToProtoStatus(
         MakeError(proto::INVALID_VALUE,
-                  absl::StrCat(sessions.size(),
-                               " session(s) are attached: ",
+                  absl::StrCat(sessions.size(), " session(s) are attached: ",
                                DescribeSessions(sessions),
                                ". Let them finish first (openreg-ctl drain "
                                "refuses new ones; set-idle-exit stops the "

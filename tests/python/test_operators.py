@@ -117,8 +117,12 @@ def test_kill_session_frees_its_memory_and_leaves_the_others_working(
     while victim.pid in sessions_by_pid(daemon)[0]:
         assert time.monotonic() < deadline
         time.sleep(0.05)
+    # The device holds the bystander's memory only.
+    remaining = sessions_by_pid(daemon)[0]
+    assert list(remaining) == [bystander.pid]
     stats = ctl_json(daemon, "stats")
-    assert int(stats["devices"][0].get("allocated_bytes", 0)) < 8 << 20
+    assert int(stats["devices"][0].get("allocated_bytes", 0)) == int(
+        remaining[bystander.pid]["allocated_bytes"])
     # The client learns it from its stream's error or from its session's
     # hang-up, whichever it meets first.
     answer = victim.ask()
