@@ -1,6 +1,7 @@
-// Minimal leveled logging to stderr. Abseil 20220623 has no absl/log, and
-// the daemon only needs a handful of human-readable lines prefixed with
-// "openreg-daemon:".
+// Minimal leveled logging to stderr, or to a file (--log_file). Abseil
+// 20220623 has no absl/log, and the daemon only needs a handful of
+// human-readable lines prefixed with "openreg-daemon:" (in a file, after
+// the time in UTC).
 #ifndef OPENREG_DEVICE_DAEMON_BASE_LOG_H_
 #define OPENREG_DEVICE_DAEMON_BASE_LOG_H_
 
@@ -19,6 +20,11 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name);
 
 void SetLogLevel(LogLevel level);
 bool LogEnabled(LogLevel level);
+
+// Appends every later line to `path` (created 0600 if missing) instead of
+// writing it to stderr; an error names the path. Call before any thread
+// logs.
+absl::Status SetLogFile(const std::string& path);
 
 // Writes one line; errors and warnings are tagged as such.
 void WriteLogLine(LogLevel level, absl::string_view message);

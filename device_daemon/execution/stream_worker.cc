@@ -203,9 +203,11 @@ StreamWorker::Step StreamWorker::RunOne() {
   const absl::Status status = executor_->Execute(context_, command);
   session_->CountCommand();
   if (!status.ok()) {
-    Log(LogLevel::kDebug, "session ", session_->id(), " stream ", slot_index_,
-        " command ", expected, " (", CommandName(command),
-        ") failed: ", status.message());
+    Log(LogLevel::kInfo, "session ", session_->id(), " (pid ", session_->pid(),
+        "): openreg:", device_, " stream ", slot_index_, " command ", expected,
+        " (", CommandName(command),
+        ") failed: ", proto::ErrorCode_Name(ErrorCodeOf(status)), ": ",
+        status.message());
     RecordStreamError(slot_, expected, CommandName(command), status);
   }
   StageTimer completing(&timing_, CostStage::kComplete);

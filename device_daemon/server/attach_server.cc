@@ -14,6 +14,7 @@
 #include "data_plane/session_layout.h"
 #include "data_plane/unix_socket.h"
 #include "device_daemon/base/log.h"
+#include "device_daemon/base/process_info.h"
 #include "device_daemon/server/control_listener.h"
 #include "protos/control.pb.h"
 
@@ -293,7 +294,8 @@ void AttachServer::Attach(int fd) {
   }
   connections_[fd] = Connection{(*session)->id(), absl::Now()};
   Log(LogLevel::kInfo, "attached session ", (*session)->id(), " (pid ",
-      peer.pid, ", '", client_name, "')");
+      peer.pid, ", uid ", peer.uid, ", '", client_name,
+      "'): ", ProcessCommandLine(peer.pid));
 }
 
 void AttachServer::Disconnect(int fd, const char* reason) {

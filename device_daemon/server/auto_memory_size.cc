@@ -19,8 +19,7 @@ uint64_t AutoMemoryPerDevice(int devices, uint64_t host_memory) {
   if (devices < 1) devices = 1;
   const uint64_t share = host_memory / 2 / static_cast<uint64_t>(devices);
   const uint64_t rounded = share / kGranule * kGranule;
-  return std::clamp(rounded, kAutoMemoryPerDeviceMin,
-                    kAutoMemoryPerDeviceMax);
+  return std::clamp(rounded, kAutoMemoryPerDeviceMin, kAutoMemoryPerDeviceMax);
 }
 
 }  // namespace openreg::daemon

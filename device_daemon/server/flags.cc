@@ -8,8 +8,8 @@
 #include "data_plane/session_layout.h"
 #include "data_plane/socket_path.h"
 #include "device_daemon/base/byte_size.h"
-#include "device_daemon/server/auto_memory_size.h"
 #include "device_daemon/devices/devices.h"
+#include "device_daemon/server/auto_memory_size.h"
 #include "device_daemon/server/daemon.h"
 #include "device_daemon/sessions/session_registry.h"
 
@@ -29,8 +29,12 @@ ABSL_FLAG(int64_t, idle_exit_seconds, 0,
           "Exit after this many seconds without an attached client; 0 "
           "keeps the daemon running.");
 ABSL_FLAG(std::string, log_level, "warning",
-          "error, warning, info (adds attach/detach) or debug (adds "
-          "per-command failures).");
+          "error, warning, info (adds each session's attach and detach, "
+          "each fault fired and each error returned to a client) or "
+          "debug.");
+ABSL_FLAG(std::string, log_file, "",
+          "Append the log to this file (each line with its UTC time) "
+          "instead of writing it to stderr.");
 ABSL_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library, {},
           "A shared library to dlopen at startup, before serving; its "
           "TORCH_LIBRARY / TORCH_LIBRARY_IMPL(ns, CPU, m) registrations "
@@ -166,6 +170,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
         absl::StrCat("--log_level: ", level.status().message()));
   }
   config.log_level = *level;
+  config.log_file = absl::GetFlag(FLAGS_log_file);
   config.kernel_libraries = absl::GetFlag(FLAGS_kernel_library).paths;
   const std::string plan_path = absl::GetFlag(FLAGS_fault_plan);
   if (!plan_path.empty()) {

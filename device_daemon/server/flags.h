@@ -37,6 +37,7 @@ std::string AbslUnparseFlag(const KernelLibrariesFlag& flag);
 struct DaemonConfig {
   DaemonOptions options;
   LogLevel log_level = LogLevel::kWarning;
+  std::string log_file;  // "" = stderr
   // Shared libraries with extra CPU kernels, loaded before serving.
   std::vector<std::string> kernel_libraries;
   // Most host memory one kernel may hold in the daemon (AtenOpRunner).
@@ -51,6 +52,7 @@ ABSL_DECLARE_FLAG(openreg::daemon::ByteSizeFlag, memory_per_device);
 ABSL_DECLARE_FLAG(std::string, socket);
 ABSL_DECLARE_FLAG(int64_t, idle_exit_seconds);
 ABSL_DECLARE_FLAG(std::string, log_level);
+ABSL_DECLARE_FLAG(std::string, log_file);
 ABSL_DECLARE_FLAG(openreg::daemon::KernelLibrariesFlag, kernel_library);
 ABSL_DECLARE_FLAG(std::string, fault_plan);
 ABSL_DECLARE_FLAG(bool, profile_commands);

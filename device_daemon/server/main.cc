@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
       "Serves emulated PyTorch devices to torch_openreg clients.\n"
       "Usage: openreg-daemon [--devices=N] [--memory_per_device=auto|SIZE] "
       "[--socket=PATH] [--idle_exit_seconds=S] [--log_level=LEVEL] "
+      "[--log_file=PATH] "
       "[--kernel_library=PATH ...]");
   openreg::command_line::ExitIfHelpRequested(argc, argv, {"device_daemon/"},
                                              std::cout);
@@ -43,6 +44,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   openreg::daemon::SetLogLevel(config->log_level);
+  if (!config->log_file.empty()) {
+    if (absl::Status opened = openreg::daemon::SetLogFile(config->log_file);
+        !opened.ok()) {
+      std::fprintf(stderr, "openreg-daemon: %s\n",
+                   std::string(opened.message()).c_str());
+      return 2;
+    }
+  }
   openreg::daemon::RegisterAcceleratorSemantics();
   // Before any socket exists: a client never sees a daemon that lacks the
   // kernels it was started with, and a bad library is a startup error.

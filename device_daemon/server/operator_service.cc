@@ -3,33 +3,19 @@
 // kill-session, drain, shutdown, set-idle-exit). The control socket admits
 // only the daemon's uid (control_listener.h), so these need no other check.
 #include <cmath>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/str_replace.h"
-#include "absl/strings/strip.h"
 #include "device_daemon/base/errors.h"
 #include "device_daemon/base/log.h"
+#include "device_daemon/base/process_info.h"
 #include "device_daemon/server/control_service.h"
 
 namespace openreg::daemon {
 namespace {
-
-// The process's command line, its arguments joined by spaces ("" when it
-// cannot be read: the process is gone).
-std::string CommandLineOf(pid_t pid) {
-  std::ifstream file(absl::StrCat("/proc/", pid, "/cmdline"), std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(file)),
-                   std::istreambuf_iterator<char>());
-  absl::StripTrailingAsciiWhitespace(&text);
-  while (!text.empty() && text.back() == '\0') text.pop_back();
-  return absl::StrReplaceAll(text, {{std::string(1, '\0'), " "}});
-}
 
 // "pid 42 (python3 train.py), pid 43 (...)": who holds the daemon.
 std::string DescribeSessions(
@@ -38,7 +24,7 @@ std::string DescribeSessions(
   parts.reserve(sessions.size());
   for (const std::shared_ptr<Session>& session : sessions) {
     parts.push_back(absl::StrCat("pid ", session->pid(), " (",
-                                 CommandLineOf(session->pid()), ")"));
+                                 ProcessCommandLine(session->pid()), ")"));
   }
   return absl::StrJoin(parts, ", ");
 }
@@ -55,7 +41,7 @@ grpc::Status ControlService::ListSessions(grpc::ServerContext*,
     info->set_pid(stats.pid);
     info->set_uid(session->uid());
     info->set_client_name(session->client_name());
-    info->set_command_line(CommandLineOf(stats.pid));
+    info->set_command_line(ProcessCommandLine(stats.pid));
     info->set_allocated_bytes(stats.allocated_bytes);
     info->set_streams(stats.streams);
     info->set_commands_executed(stats.commands_executed);

@@ -178,5 +178,51 @@ def test_set_idle_exit_stops_a_daemon_without_clients(daemon):
     assert bad.returncode == 2 and "set-idle-exit takes" in bad.stderr
 
 
+
+def test_the_log_file_has_each_attach_error_fault_and_detach(tmp_path):
+    """--log_level=info --log_file: a client's attach (pid, uid, command
+    line), the error its bad index got, the fault it met, a refused
+    control request and its detach, each line with its UTC time."""
+    log = tmp_path / "daemon.log"
+    with Daemon(devices=1, memory_per_device="256MiB",
+                extra_args=("--log_level=info", f"--log_file={log}")) as d:
+        done = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent("""
+                import torch
+                from torch.openreg import faults
+                x = torch.ones(4, device="openreg")
+                try:
+                    x[torch.tensor([9], device="openreg")].cpu()
+                except IndexError as error:
+                    print("raised", type(error).__name__)
+                faults.arm(faults.corrected_error(), op="aten::mul")
+                (x * 2).cpu()
+                """), "marker-argument"],
+            env=python_env(OPENREG_DAEMON_SOCKET=d.socket,
+                           OPENREG_AUTOSPAWN="0"),
+            capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert ctl(d, "kill-session", "1").returncode == 1
+        deadline = time.monotonic() + 10
+        while "detached session" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+    text = log.read_text()
+    lines = text.splitlines()
+    assert all(line[:4].isdigit() and line[10] == "T" and
+               " openreg-daemon: " in line for line in lines), text
+    attach = next(line for line in lines if "attached session" in line)
+    assert "uid " in attach and "marker-argument" in attach, attach
+    pid = attach.split("(pid ")[1].split(",")[0]
+    assert any(f"(pid {pid}): openreg:0 stream" in line and
+               "failed: KERNEL_INDEX_ERROR" in line for line in lines), text
+    assert any("corrected a single-bit error" in line for line in lines), \
+        text
+    assert any("refused a control request: INVALID_VALUE: no session of "
+               "pid 1" in line for line in lines), text
+    assert any("detached session" in line and f"(pid {pid})" in line
+               for line in lines), text
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
