@@ -21,6 +21,8 @@ constexpr uint32_t kCommandLaunchTag =
                             WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
 constexpr uint32_t kCommandPhaseTag = WireFormatLite::MakeTag(
     proto::Command::kPhaseFieldNumber, WireFormatLite::WIRETYPE_VARINT);
+constexpr uint32_t kCommandCorrelationTag = WireFormatLite::MakeTag(
+    proto::Command::kCorrelationIdFieldNumber, WireFormatLite::WIRETYPE_VARINT);
 constexpr uint32_t kLaunchSynchronousTag = WireFormatLite::MakeTag(
     proto::LaunchOp::kSynchronousFieldNumber, WireFormatLite::WIRETYPE_VARINT);
 // `true` as a varint.
@@ -51,8 +53,10 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
   // `synchronous: true` field is appended to the embedded message: protobuf
   // parsers keep the last value of a repeated scalar field, so the daemon
   // sees synchronous = true without the op being copied.
-  // The command's phase (when not the default, forward) follows the body.
+  // The command's phase (when not the default, forward) and the profiler's
+  // correlation id (when profiling) follow the body.
   const uint32_t phase = static_cast<uint32_t>(ThreadCommandPhase());
+  const uint64_t correlation = ThreadCorrelationId();
   const size_t op_bytes = op.ByteSizeLong();
   const size_t synchronous_bytes =
       force_synchronous
@@ -67,7 +71,11 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
       CodedOutputStream::VarintSize64(body_bytes) + body_bytes +
       (phase != 0 ? CodedOutputStream::VarintSize32(kCommandPhaseTag) +
                         CodedOutputStream::VarintSize32(phase)
-                  : 0);
+                  : 0) +
+      (correlation != 0
+           ? CodedOutputStream::VarintSize32(kCommandCorrelationTag) +
+                 CodedOutputStream::VarintSize64(correlation)
+           : 0);
   std::string& buffer = Buffer();
   buffer.resize(total);
   uint8_t* out = reinterpret_cast<uint8_t*>(buffer.data());
@@ -83,6 +91,10 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
   if (phase != 0) {
     out = CodedOutputStream::WriteTagToArray(kCommandPhaseTag, out);
     out = CodedOutputStream::WriteVarint32ToArray(phase, out);
+  }
+  if (correlation != 0) {
+    out = CodedOutputStream::WriteTagToArray(kCommandCorrelationTag, out);
+    out = CodedOutputStream::WriteVarint64ToArray(correlation, out);
   }
   return buffer;
 }

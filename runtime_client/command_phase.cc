@@ -12,11 +12,15 @@ namespace openreg::client {
 namespace {
 
 thread_local int thread_phase = 0;
+thread_local uint64_t thread_correlation_id = 0;
 
 }  // namespace
 
 void SetThreadCommandPhase(int phase) { thread_phase = phase; }
 int ThreadCommandPhase() { return thread_phase; }
+
+void SetThreadCorrelationId(uint64_t id) { thread_correlation_id = id; }
+uint64_t ThreadCorrelationId() { return thread_correlation_id; }
 
 absl::Status ArmFaultsInSession(Session& session, const proto::FaultPlan& plan,
                                 std::vector<uint32_t>* ids) {

@@ -1,5 +1,5 @@
-// The command phase (proto::CommandPhase) of the calling thread, stamped on
-// every command it submits; and arming faults for a session, including the
+// The command phase (proto::CommandPhase) and the profiler's correlation id
+// of the calling thread, stamped on every command it submits; and arming faults for a session, including the
 // plan in $OPENREG_FAULT_PLAN when the session attaches.
 #ifndef OPENREG_RUNTIME_CLIENT_COMMAND_PHASE_H_
 #define OPENREG_RUNTIME_CLIENT_COMMAND_PHASE_H_
@@ -16,6 +16,11 @@ class Session;
 
 void SetThreadCommandPhase(int phase);
 int ThreadCommandPhase();
+
+// The profiler's correlation id of the CPU op this thread runs (0: none),
+// stamped on every command it submits (protos/commands.proto).
+void SetThreadCorrelationId(uint64_t id);
+uint64_t ThreadCorrelationId();
 
 absl::Status ArmFaultsInSession(Session& session, const proto::FaultPlan& plan,
                                 std::vector<uint32_t>* ids);

@@ -9,6 +9,7 @@
 #include "data_plane/warning_mailbox.h"
 #include "runtime_client/client.h"
 #include "runtime_client/command_encoding.h"
+#include "runtime_client/command_phase.h"
 #include "runtime_client/thread_state.h"
 
 namespace openreg {
@@ -172,6 +173,25 @@ Error CostProfile(proto::CostProfileRequest::Action action,
     return session.Call("CostProfile", &proto::DeviceDaemon::Stub::CostProfile,
                         request, reply);
   }));
+}
+
+Error TraceActivity(bool on, proto::TraceActivityReply* reply) {
+  if (reply == nullptr) {
+    return ReturnStatus(NullArgumentError("TraceActivity", "reply"));
+  }
+  return ReturnStatus(WithSession([on, reply](Session& session) {
+    reply->Clear();
+    proto::TraceActivityRequest request;
+    session.FillRef(request.mutable_session());
+    request.set_on(on);
+    return session.Call("TraceActivity",
+                        &proto::DeviceDaemon::Stub::TraceActivity, request,
+                        reply);
+  }));
+}
+
+void SetCommandCorrelationId(uint64_t id) {
+  client::SetThreadCorrelationId(id);
 }
 
 }  // namespace openreg

@@ -195,6 +195,7 @@ absl::StatusOr<uint64_t> Session::SubmitCommand(StreamContext& stream,
   return Submit(stream, [command](uint64_t sequence) {
     command->set_sequence(sequence);
     command->set_phase(static_cast<proto::CommandPhase>(ThreadCommandPhase()));
+    command->set_correlation_id(ThreadCorrelationId());
     return EncodeCommand(*command);
   });
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -200,7 +201,11 @@ StreamWorker::Step StreamWorker::RunOne() {
     timing_.Add(CostStage::kWait, slice_wait_ns_);
     slice_wait_ns_ = 0;
   }
+  ActivityTrace& trace = session_->activity_trace();
+  const bool traced = trace.on();
+  const int64_t started_ns = traced ? MonotonicNanoseconds() : 0;
   const absl::Status status = executor_->Execute(context_, command);
+  if (traced) RecordActivity(command, started_ns, MonotonicNanoseconds());
   session_->CountCommand();
   if (!status.ok()) {
     Log(LogLevel::kInfo, "session ", session_->id(), " (pid ", session_->pid(),
@@ -220,6 +225,45 @@ StreamWorker::Step StreamWorker::RunOne() {
     costs->RecordCommand(cost_key_, CommandName(command), timing_);
   }
   return Step::kRan;
+}
+
+void StreamWorker::RecordActivity(const proto::Command& command,
+                                  int64_t started_ns, int64_t ended_ns) {
+  proto::DeviceActivity activity;
+  switch (command.body_case()) {
+    case proto::Command::kLaunch:
+      activity.set_kind(proto::DeviceActivity::KERNEL);
+      break;
+    case proto::Command::kH2D:
+      activity.set_bytes(command.h2d().size());
+      activity.set_kind(proto::DeviceActivity::COPY);
+      break;
+    case proto::Command::kD2H:
+      activity.set_bytes(command.d2h().size());
+      activity.set_kind(proto::DeviceActivity::COPY);
+      break;
+    case proto::Command::kD2D:
+      activity.set_bytes(command.d2d().size());
+      activity.set_kind(proto::DeviceActivity::COPY);
+      break;
+    case proto::Command::kMemset:
+      activity.set_bytes(command.memset().size());
+      activity.set_kind(proto::DeviceActivity::MEMSET);
+      break;
+    case proto::Command::kCollective:
+      activity.set_kind(proto::DeviceActivity::COLLECTIVE);
+      break;
+    default:
+      return;  // events, waits and frees take no device time of their own
+  }
+  activity.set_device(device_);
+  activity.set_stream(slot_index_);
+  activity.set_sequence(command.sequence());
+  activity.set_correlation_id(command.correlation_id());
+  activity.set_name(CommandName(command));
+  activity.set_start_ns(started_ns);
+  activity.set_end_ns(ended_ns);
+  session_->activity_trace().Record(std::move(activity));
 }
 
 bool StreamWorker::SpinForWork(DeviceScheduler* scheduler) {

@@ -92,6 +92,10 @@ class StreamWorker : public RunningStream,
   bool SpinForWork(DeviceScheduler* scheduler);
   bool StopOrDrainRequested() const;
   void Fault(uint64_t sequence, const absl::Status& status);
+  // Adds `command` (run from `started_ns` to `ended_ns`) to the session's
+  // activity trace, if it is a kind the profiler shows.
+  void RecordActivity(const proto::Command& command, int64_t started_ns,
+                      int64_t ended_ns);
   // The cost profile, when it is on (command_costs.h).
   CommandCosts* costs() const;
 

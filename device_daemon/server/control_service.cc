@@ -203,6 +203,26 @@ grpc::Status ControlService::DestroyEvent(
   return grpc::Status::OK;
 }
 
+grpc::Status ControlService::TraceActivity(
+    grpc::ServerContext*, const proto::TraceActivityRequest* request,
+    proto::TraceActivityReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                ActivityTrace& trace = session.activity_trace();
+                if (request->on()) {
+                  trace.Start();
+                  return absl::OkStatus();
+                }
+                uint64_t dropped = 0;
+                for (proto::DeviceActivity& activity : trace.Stop(&dropped)) {
+                  *reply->add_activities() = std::move(activity);
+                }
+                reply->set_dropped(dropped);
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
 grpc::Status ControlService::GetStats(grpc::ServerContext*,
                                       const proto::GetStatsRequest*,
                                       proto::GetStatsReply* reply) {

@@ -59,6 +59,9 @@ class ControlService final : public proto::DeviceDaemon::Service {
   grpc::Status GetStats(grpc::ServerContext* context,
                         const proto::GetStatsRequest* request,
                         proto::GetStatsReply* reply) override;
+  grpc::Status TraceActivity(grpc::ServerContext* context,
+                             const proto::TraceActivityRequest* request,
+                             proto::TraceActivityReply* reply) override;
   grpc::Status RegisterHostRegion(
       grpc::ServerContext* context,
       const proto::RegisterHostRegionRequest* request,

@@ -33,6 +33,7 @@
 #include "data_plane/shared_memory.h"
 #include "data_plane/tensor_extent.h"
 #include "data_plane/unix_socket.h"
+#include "device_daemon/sessions/activity_trace.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/devices/session_ring.h"
 #include "device_daemon/memory/device_buffer.h"
@@ -227,6 +228,9 @@ class Session {
     return streams_stopped_.load(std::memory_order_acquire);
   }
 
+  // torch.profiler's record of this session's device activity.
+  ActivityTrace& activity_trace() { return activity_trace_; }
+
   void CountCommand() {
     commands_executed_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -262,6 +266,7 @@ class Session {
   const SessionSegment segment_;
   const SessionRing ring_;
   std::atomic<uint64_t> commands_executed_{0};
+  ActivityTrace activity_trace_;
   std::atomic<bool> has_sticky_error_{false};
   std::atomic<bool> streams_stopped_{false};
   StreamTaints taints_;

@@ -43,6 +43,16 @@ Error GetStats(proto::GetStatsReply* stats);
 Error CostProfile(proto::CostProfileRequest::Action action,
                   proto::CostProfileReply* reply);
 
+// torch.profiler's device timeline. `on`: the daemon starts recording when
+// each kernel, copy, memset and collective of this session runs (and
+// forgets an earlier record); off: it stops and `reply` gets the record
+// (CLOCK_MONOTONIC times, the correlation id each command carried).
+Error TraceActivity(bool on, proto::TraceActivityReply* reply);
+
+// The profiler's correlation id of the CPU op this thread runs now (0:
+// none): every command the thread submits carries it.
+void SetCommandCorrelationId(uint64_t id);
+
 }  // namespace openreg
 
 #endif  // OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_LAUNCH_H_
