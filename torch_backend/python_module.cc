@@ -26,6 +26,7 @@
 #include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
 #include "torch_backend/runtime_error.h"
+#include "torch_backend/sync_debug.h"
 
 namespace openreg::torch_backend {
 namespace {
@@ -133,6 +134,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_sync_timeout",
         [](double seconds) { OPENREG_CHECK(SetSyncTimeout(seconds)); });
   m.def("_get_sync_timeout", &GetSyncTimeout);
+  // Checked in Python (torch.openreg.set_sync_debug_mode): 0, 1 or 2.
+  m.def(
+      "_set_sync_debug_mode",
+      [](int mode) { SetSyncDebugMode(static_cast<SyncDebugMode>(mode)); },
+      py::arg("mode"));
+  m.def("_get_sync_debug_mode",
+        [] { return static_cast<int>(GetSyncDebugMode()); });
   m.def("_get_device_properties", &DeviceProperties, py::arg("device"));
   m.def("_mem_get_info", &MemoryInfo, py::arg("device"));
   m.def(

@@ -16,12 +16,14 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_sync_debug_mode",
     "get_sync_timeout",
     "init",
     "is_available",
     "is_bf16_supported",
     "is_initialized",
     "set_device",
+    "set_sync_debug_mode",
     "set_sync_timeout",
     "synchronize",
 ]
@@ -85,6 +87,44 @@ def set_sync_timeout(seconds):
 def get_sync_timeout():
     """The sync timeout in seconds; 0 when there is none."""
     return _C._get_sync_timeout()
+
+
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode):
+    """As torch.cuda.set_sync_debug_mode: "warn" (or 1) makes every call
+    that waits for the device issue a UserWarning, "error" (or 2) makes it
+    raise RuntimeError, "default" (or 0) turns the check off. A wait costs
+    a daemon round trip here, so hidden ones are worth finding.
+
+    What counts: copies to the host that wait (``.item()``, ``.cpu()``,
+    ``.tolist()``, ``copy_`` to a CPU tensor), blocking copies with pinned
+    memory, ``Stream.synchronize()``, and ops the daemon must run before
+    the call returns (output shapes that depend on the data, such as
+    ``nonzero`` and ``masked_select``). As on CUDA, ``synchronize()`` and
+    ``Event.synchronize()`` do not count. Process-wide."""
+    if isinstance(debug_mode, bool) or not isinstance(debug_mode, (int, str)):
+        raise TypeError(
+            "set_sync_debug_mode: expected one of \"default\", \"warn\", "
+            f"\"error\" or 0, 1, 2; got {type(debug_mode).__name__}")
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise ValueError(
+                f"set_sync_debug_mode: invalid mode {debug_mode!r}; expected "
+                "one of \"default\", \"warn\", \"error\" (or 0, 1, 2)")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    elif debug_mode not in (0, 1, 2):
+        raise ValueError(
+            f"set_sync_debug_mode: invalid mode {debug_mode}; expected one "
+            "of 0 (\"default\"), 1 (\"warn\"), 2 (\"error\")")
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode():
+    """The sync debug mode as torch.cuda's returns it: 0 (default), 1
+    (warn) or 2 (error)."""
+    return _C._get_sync_debug_mode()
 
 
 class device:
