@@ -7,6 +7,11 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "openreg/runtime.h"
+#include "torch_backend/block_cache.h"
 
 namespace openreg::torch_backend {
 
@@ -40,6 +45,17 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   // Returns freed shared blocks nobody holds open any more to the caches
   // (torch.openreg.ipc_collect); returns how many are still held.
   size_t CollectShared();
+
+  // torch.openreg.caching_allocator_alloc / _delete: a block of `size`
+  // bytes on `device` for use on `stream`, freed by RawDelete.
+  void* RawAlloc(size_t size, c10::DeviceIndex device, StreamId stream);
+  void RawDelete(void* ptr);
+
+  // torch.openreg.memory._record_memory_history: applies to every device,
+  // including those first used later.
+  void RecordHistory(const HistorySettings& settings, bool clear);
+  // Each used device's segments and recorded events (_snapshot).
+  std::vector<std::pair<c10::DeviceIndex, CacheSnapshot>> Snapshots();
 };
 
 DeviceAllocator& GetDeviceAllocator();
