@@ -192,6 +192,17 @@ PYBIND11_MODULE(_C, m) {
                         static_cast<c10::StreamId>(stream_id)));
       },
       py::arg("stream_id"), py::arg("device"));
+  m.def(
+      "_stream_device",
+      [](int64_t stream_id) {
+        TORCH_CHECK_VALUE(stream_id >= 0 && stream_id <= UINT32_MAX,
+                          "openreg: ", stream_id, " is not a stream id");
+        int device = 0;
+        OPENREG_CHECK(
+            StreamGetDevice(static_cast<StreamId>(stream_id), &device));
+        return device;
+      },
+      py::arg("stream_id"));
   m.attr("_stream_priority_range") =
       py::make_tuple(kLeastStreamPriority, kGreatestStreamPriority);
   m.attr("_pool_streams_per_priority") = kPoolStreamsPerPriority;

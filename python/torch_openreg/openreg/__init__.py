@@ -9,10 +9,14 @@ from torch_openreg import _C
 
 # The submodules' names (memory, random, streams, amp) are added at the end.
 __all__ = [
+    "OutOfMemoryError",
+    "can_device_access_peer",
     "current_device",
     "daemon_stats",
     "device",
     "device_count",
+    "device_of",
+    "get_arch_list",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
@@ -27,6 +31,10 @@ __all__ = [
     "set_sync_timeout",
     "synchronize",
 ]
+
+
+# As torch.cuda.OutOfMemoryError: what a failed device allocation raises.
+OutOfMemoryError = torch.OutOfMemoryError
 
 
 def _index(device):
@@ -145,6 +153,44 @@ class device:
         if self.index >= 0 and self.previous != self.index:
             _C._set_device(self.previous)
         return False
+
+
+class device_of(device):
+    """Context manager that makes the device of `obj` (a tensor or
+    storage) current; does nothing for an object not on openreg."""
+
+    def __init__(self, obj):
+        on_openreg = obj.device.type == "openreg"
+        super().__init__(obj.get_device() if on_openreg else None)
+
+
+def can_device_access_peer(device, peer_device):
+    """True for any two devices of the daemon: copies between them run
+    in the daemon, which holds every device's memory (as torch.cuda's,
+    invalid indices raise)."""
+    count = device_count()
+    index, peer = _index(device), _index(peer_device)
+    if not 0 <= index < count:
+        raise ValueError(f"can_device_access_peer: invalid device {index}; "
+                         f"the daemon has {count} device(s)")
+    if not 0 <= peer < count:
+        raise ValueError(f"can_device_access_peer: invalid peer device "
+                         f"{peer}; the daemon has {count} device(s)")
+    return True
+
+
+def get_arch_list():
+    """One name per distinct capability of the daemon's devices,
+    "openreg_<major><minor>" (as torch.cuda's lists "sm_<major><minor>"
+    names); [] when no daemon is reachable. openreg kernels are the
+    daemon's ATen CPU kernels, so there is no binary per architecture."""
+    names = []
+    for index in range(device_count()):
+        major, minor = get_device_capability(index)
+        name = f"openreg_{major}{minor}"
+        if name not in names:
+            names.append(name)
+    return names
 
 
 class _DeviceProperties:

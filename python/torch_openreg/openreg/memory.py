@@ -7,15 +7,22 @@ torch.accelerator.* when openreg is the current accelerator.
 """
 
 import atexit
+import collections
 import pickle
 import sys
+import warnings
 
 import torch
 
 from torch_openreg import _C
 
 __all__ = [
+    "MemPool",
+    "caching_allocator_alloc",
+    "caching_allocator_delete",
     "empty_cache",
+    "get_allocator_backend",
+    "host_memory_stats",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
@@ -23,9 +30,13 @@ __all__ = [
     "memory_reserved",
     "memory_snapshot",
     "memory_stats",
+    "memory_summary",
     "reset_accumulated_memory_stats",
+    "reset_max_memory_allocated",
+    "reset_max_memory_cached",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
+    "use_mem_pool",
 ]
 
 
@@ -84,6 +95,169 @@ def set_per_process_memory_fraction(fraction, device=None):
     """Caps what this process may reserve on the device at
     fraction * total memory; beyond it allocations raise OutOfMemoryError."""
     _C._set_memory_fraction(float(fraction), _index(device))
+
+
+def reset_max_memory_allocated(device=None):
+    """As torch.cuda's: resets every peak statistic (FutureWarning says
+    so, as on CUDA)."""
+    warnings.warn(
+        "torch.openreg.reset_max_memory_allocated now calls "
+        "torch.openreg.reset_peak_memory_stats, which resets /all/ peak "
+        "memory stats.", FutureWarning, stacklevel=2)
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device=None):
+    """As torch.cuda's: resets every peak statistic (FutureWarning says
+    so, as on CUDA)."""
+    warnings.warn(
+        "torch.openreg.reset_max_memory_cached now calls "
+        "torch.openreg.reset_peak_memory_stats, which resets /all/ peak "
+        "memory stats.", FutureWarning, stacklevel=2)
+    reset_peak_memory_stats(device)
+
+
+def get_allocator_backend():
+    """"native": this package's caching allocator (torch_backend/
+    block_cache.cc), the only one openreg has (no cudaMallocAsync
+    counterpart)."""
+    return "native"
+
+
+def host_memory_stats():
+    """Statistics of the pinned host memory allocator (the same
+    CachingHostAllocator CUDA uses), flattened and sorted like
+    torch.cuda.host_memory_stats(): "allocated_bytes.current",
+    "num_host_alloc", "host_alloc_time.avg", ..."""
+    result = []
+
+    def flatten(prefix, value):
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                flatten(f"{prefix}.{key}" if prefix else key, inner)
+        else:
+            result.append((prefix, value))
+
+    flatten("", _C._host_memory_stats())
+    result.sort()
+    return collections.OrderedDict(result)
+
+
+def caching_allocator_alloc(size, device=None, stream=None):
+    """`size` bytes from openreg's caching allocator on `device` (default:
+    current) for use on `stream` (a torch.openreg.Stream or its
+    ``stream_id``; default: the device's current stream). Returns the
+    address as an int; free it with :func:`caching_allocator_delete`."""
+    from torch_openreg.openreg import streams
+
+    index = _index(device)
+    if stream is None:
+        stream = streams.current_stream(index)
+    if isinstance(stream, torch.Stream):
+        if stream.device.type != "openreg" or stream.device_index != index:
+            raise ValueError(
+                f"caching_allocator_alloc: the stream is on {stream.device}, "
+                f"not on openreg:{index}; pass a stream of that device")
+        stream = stream.stream_id
+    if not isinstance(stream, int) or isinstance(stream, bool):
+        raise TypeError(
+            "caching_allocator_alloc: stream must be a torch.openreg.Stream "
+            f"or an int stream id, got {type(stream).__name__}")
+    return _C._caching_allocator_alloc(int(size), index, stream)
+
+
+def caching_allocator_delete(mem_ptr):
+    """Frees memory from :func:`caching_allocator_alloc` (the allocator
+    remembers its device and stream)."""
+    _C._caching_allocator_delete(int(mem_ptr))
+
+
+_NO_PRIVATE_POOLS = (
+    "openreg's caching allocator has no private memory pools (MemPool / "
+    "use_mem_pool, which CUDA uses for CUDA graphs and custom allocators): "
+    "every allocation comes from the one per-device cache. Allocate "
+    "without a pool, and use torch.openreg.empty_cache() or "
+    "set_per_process_memory_fraction() to bound what the cache keeps.")
+
+
+class MemPool:
+    """Refused: openreg has no private memory pools (see the error)."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(f"torch.openreg.MemPool: {_NO_PRIVATE_POOLS}")
+
+
+def use_mem_pool(pool, device=None):
+    """Refused: openreg has no private memory pools (see the error)."""
+    raise NotImplementedError(f"torch.openreg.use_mem_pool: {_NO_PRIVATE_POOLS}")
+
+
+def _format_size(size, preferred):
+    prefixes = ["B  ", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    prefix = prefixes[0]
+    for new_prefix in prefixes[1:]:
+        if preferred < 768 * 1024:
+            break
+        prefix = new_prefix
+        size //= 1024
+        preferred /= 1024
+    return f"{size:6d} {prefix}"
+
+
+def _format_count(count, preferred):
+    prefixes = [" ", "K", "M"]
+    prefix = prefixes[0]
+    for new_prefix in prefixes[1:]:
+        if preferred < 750 * 1000:
+            break
+        prefix = new_prefix
+        count //= 1000
+        preferred /= 1000
+    return f"{count:7d} {prefix} "
+
+
+def memory_summary(device=None, abbreviated=False):
+    """A printable table of the allocator's statistics for `device`, laid
+    out as torch.cuda.memory_summary's (current, peak, total allocated and
+    freed of each statistic, for all blocks and for the large and small
+    pools)."""
+    index = _index(device)
+    stats = memory_stats(index)
+    rows = [
+        ("allocated_bytes", "Allocated memory", _format_size),
+        ("active_bytes", "Active memory", _format_size),
+        ("requested_bytes", "Requested memory", _format_size),
+        ("reserved_bytes", "Reserved memory", _format_size),
+        ("inactive_split_bytes", "Non-releasable memory", _format_size),
+        ("allocation", "Allocations", _format_count),
+        ("active", "Active allocs", _format_count),
+        ("segment", "Reserved segments", _format_count),
+        ("inactive_split", "Non-releasable allocs", _format_count),
+    ]
+    title = f"PyTorch openreg memory summary, device ID {index}"
+    ooms = f"openreg OOMs: {stats.get('num_ooms', 0)}"
+    retries = f"daemon malloc retries: {stats.get('num_alloc_retries', 0)}"
+    lines = ["=" * 75, f"{title:^75}", "-" * 75,
+             f"{ooms:^37}|{retries:^37}", "=" * 75,
+             "        Metric         | Cur Usage  | Peak Usage | Tot Alloc  "
+             "| Tot Freed  "]
+    for key, name, formatter in rows:
+        lines.append("-" * 75)
+        pools = [("all", name)]
+        if not abbreviated:
+            pools += [("large_pool", "      from large pool"),
+                      ("small_pool", "      from small pool")]
+        preferred = None
+        for pool, label in pools:
+            values = [stats.get(f"{key}.{pool}.{kind}", 0)
+                      for kind in ("current", "peak", "allocated", "freed")]
+            if preferred is None:
+                preferred = values
+            cells = " | ".join(formatter(v, p)
+                               for v, p in zip(values, preferred))
+            lines.append(f" {label:<21} | {cells} ")
+    lines.append("=" * 75)
+    return "|" + "|\n|".join(lines) + "|\n"
 
 
 # ---- History and snapshots (torch.cuda.memory's private API) -------------
@@ -192,8 +366,6 @@ def _dump_snapshot(filename="dump_snapshot.pickle"):
 def memory_snapshot(mempool_id=None, include_traces=True):
     """The segments of :func:`_snapshot` (torch.cuda.memory_snapshot)."""
     if mempool_id is not None:
-        raise NotImplementedError(
-            "memory_snapshot(mempool_id=...): openreg's caching allocator "
-            "has no private memory pools; call memory_snapshot() without it")
+        raise NotImplementedError(f"memory_snapshot(mempool_id=...): {_NO_PRIVATE_POOLS}")
     del include_traces
     return _snapshot()["segments"]
