@@ -130,7 +130,7 @@ BlockCache::Block* BlockCache::AllocateSegment(
     ReleaseFreeSegments();
     if (reserved() + segment > reserved_limit_) {
       stats_.num_ooms += 1;
-      Record(TraceAction::kOom, nullptr, rounded, stream, event_context);
+      RecordOutOfMemory(rounded, stream, event_context);
       TORCH_CHECK_WITH(
           OutOfMemoryError, false, "openreg: out of memory on device ",
           static_cast<int>(device_), ": tried to allocate ", Bytes(rounded),
@@ -159,7 +159,7 @@ BlockCache::Block* BlockCache::AllocateSegment(
     const std::string message = memory_->LastErrorMessage();
     memory_->IgnoreError(error, "raised below with its message");
     if (error == Error::kOutOfMemory) {
-      Record(TraceAction::kOom, nullptr, rounded, stream, event_context);
+      RecordOutOfMemory(rounded, stream, event_context);
       ThrowOutOfMemory(rounded, message);
     }
     TORCH_CHECK(false, message);
@@ -481,9 +481,13 @@ void BlockCache::Record(TraceAction action, const void* addr, size_t size,
       (history_.skip_actions >> static_cast<unsigned>(action)) & 1u) {
     return;
   }
-  TraceEntry entry{action,      reinterpret_cast<uintptr_t>(addr),
-                   size,        stream,
-                   NowMicros(), context};
+  TraceEntry entry;
+  entry.action = action;
+  entry.addr = reinterpret_cast<uintptr_t>(addr);
+  entry.size = size;
+  entry.stream = stream;
+  entry.time_us = NowMicros();
+  entry.context = context;
   if (trace_.size() < history_.max_entries) {
     trace_.push_back(std::move(entry));
     return;
@@ -491,6 +495,26 @@ void BlockCache::Record(TraceAction action, const void* addr, size_t size,
   // Full: the oldest entry makes room, as in CUDA's allocator.
   trace_[trace_next_] = std::move(entry);
   trace_next_ = (trace_next_ + 1) % history_.max_entries;
+}
+
+void BlockCache::RecordOutOfMemory(
+    size_t size, StreamId stream,
+    const std::shared_ptr<c10::GatheredContext>& context) {
+  if (!history_.record_trace) return;
+  Record(TraceAction::kOom, nullptr, size, stream, context);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  if (const Error asked = memory_->MemGetInfo(&free_bytes, &total_bytes);
+      asked != Error::kSuccess) {
+    memory_->IgnoreError(asked, "the oom event says 0 bytes free");
+    return;
+  }
+  // The entry just recorded is the newest one of the ring.
+  if (!trace_.empty()) {
+    TraceEntry& entry =
+        trace_[(trace_next_ + trace_.size() - 1) % trace_.size()];
+    if (entry.action == TraceAction::kOom) entry.device_free = free_bytes;
+  }
 }
 
 void BlockCache::RecordFreeCompleted(Block* block) {

@@ -54,7 +54,8 @@ struct TraceEntry {
   uintptr_t addr = 0;
   size_t size = 0;
   StreamId stream = 0;
-  int64_t time_us = 0;  // since the Unix epoch
+  int64_t time_us = 0;     // since the Unix epoch
+  size_t device_free = 0;  // "oom" only: what the device had free
   std::shared_ptr<c10::GatheredContext> context;
 };
 // The cache's state for torch.cuda.memory._snapshot's "segments".
@@ -172,6 +173,10 @@ class BlockCache {
               const std::shared_ptr<c10::GatheredContext>& context);
   // free_completed for a block about to become reusable.
   void RecordFreeCompleted(Block* block);
+  // An "oom" event with what the daemon has free (asked only while the
+  // history is recorded).
+  void RecordOutOfMemory(size_t size, StreamId stream,
+                         const std::shared_ptr<c10::GatheredContext>& context);
 
   const c10::DeviceIndex device_;
   const std::unique_ptr<DeviceMemory> memory_;

@@ -144,9 +144,9 @@ py::dict Snapshot(int device_count) {
       entry["size"] = event.size;
       entry["stream"] = event.stream;
       entry["time_us"] = event.time_us;
-      // What the daemon had free is not known at the time of an OOM
-      // here; the message of the OutOfMemoryError says it.
-      if (event.action == TraceAction::kOom) entry["device_free"] = 0;
+      if (event.action == TraceAction::kOom) {
+        entry["device_free"] = event.device_free;
+      }
       frames.Add(entry, event.context);
       trace.append(entry);
     }

@@ -87,6 +87,11 @@ class FakeDeviceMemory : public DeviceMemory {
     }
     return Error::kSuccess;
   }
+  Error MemGetInfo(size_t* free_bytes, size_t* total_bytes) override {
+    *free_bytes = device_->capacity - device_->used;
+    *total_bytes = device_->capacity;
+    return Error::kSuccess;
+  }
   std::string LastErrorMessage() override { return device_->last_error; }
   void IgnoreError(Error error, const char*) override {
     if (error != Error::kSuccess) device_->ignored += 1;
@@ -407,6 +412,7 @@ TEST_F(BlockCacheTest, AnOutOfMemoryErrorIsRecorded) {
   ASSERT_FALSE(snapshot.trace.empty());
   EXPECT_EQ(snapshot.trace.back().action, TraceAction::kOom);
   EXPECT_EQ(snapshot.trace.back().size, 1024 * kMiB);
+  EXPECT_EQ(snapshot.trace.back().device_free, device_.capacity - device_.used);
 }
 
 }  // namespace

@@ -207,6 +207,9 @@ def test_events_of_each_device_go_to_its_own_trace():
 
 
 def test_an_out_of_memory_error_is_recorded():
+    gc.collect()
+    torch.openreg.empty_cache()
+    torch.openreg.synchronize(1)  # cached segments are back in the daemon
     memory._record_memory_history("all", context=None, clear_history=True)
     torch.openreg.set_per_process_memory_fraction(0.01, 1)
     try:
@@ -218,6 +221,9 @@ def test_an_out_of_memory_error_is_recorded():
     ooms = [e for e in memory._snapshot()["device_traces"][1]
             if e["action"] == "oom"]
     assert len(ooms) == 1 and ooms[0]["size"] == 512 * 1024 * 1024
+    # What the daemon had free then (nothing else allocates meanwhile).
+    free, _ = torch.openreg.mem_get_info(1)
+    assert ooms[0]["device_free"] == free
 
 
 def test_cpp_frames_are_added_with_stacks_all():
