@@ -111,7 +111,7 @@ BlockCache::Block* BlockCache::FindFreeBlock(size_t size, StreamId stream,
   auto it = pool.lower_bound(&probe);
   if (it == pool.end() || (*it)->stream != stream) return nullptr;
   Block* block = *it;
-  pool.erase(it);
+  PoolErase(block);
   return block;
 }
 
@@ -202,7 +202,7 @@ void BlockCache::InsertFree(Block* block) {
   // Merge with free neighbours of the same segment (blocks waiting for
   // other streams still count as allocated).
   if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
-    pool.erase(prev);
+    PoolErase(prev);
     prev->size += block->size;
     prev->next = block->next;
     if (block->next != nullptr) block->next->prev = prev;
@@ -210,13 +210,31 @@ void BlockCache::InsertFree(Block* block) {
     block = prev;
   }
   if (Block* next = block->next; next != nullptr && !next->allocated) {
-    pool.erase(next);
+    PoolErase(next);
     block->size += next->size;
     block->next = next->next;
     if (next->next != nullptr) next->next->prev = block;
     delete next;
   }
   pool.insert(block);
+  if (block->prev != nullptr || block->next != nullptr) {
+    CountInactiveSplit(block, +1);
+  }
+}
+
+void BlockCache::PoolErase(Block* block) {
+  PoolFor(block->small_pool).erase(block);
+  // A pooled block's neighbours change only through PoolErase and
+  // InsertFree, so it is split now exactly when it was at insertion.
+  if (block->prev != nullptr || block->next != nullptr) {
+    CountInactiveSplit(block, -1);
+  }
+}
+
+void BlockCache::CountInactiveSplit(const Block* block, int sign) {
+  Update(stats_.inactive_split, block->small_pool, sign);
+  Update(stats_.inactive_split_bytes, block->small_pool,
+         sign * static_cast<int64_t>(block->size));
 }
 
 void BlockCache::Free(void* ptr) {
@@ -448,18 +466,20 @@ c10::CachingDeviceAllocator::DeviceStats BlockCache::Stats() {
 
 void BlockCache::ResetPeakStats() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto* array : {&stats_.allocated_bytes, &stats_.reserved_bytes,
-                      &stats_.active_bytes, &stats_.requested_bytes,
-                      &stats_.allocation, &stats_.segment, &stats_.active}) {
+  for (auto* array :
+       {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+        &stats_.requested_bytes, &stats_.allocation, &stats_.segment,
+        &stats_.active, &stats_.inactive_split, &stats_.inactive_split_bytes}) {
     for (Stat& stat : *array) stat.peak = stat.current;
   }
 }
 
 void BlockCache::ResetAccumulatedStats() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto* array : {&stats_.allocated_bytes, &stats_.reserved_bytes,
-                      &stats_.active_bytes, &stats_.requested_bytes,
-                      &stats_.allocation, &stats_.segment, &stats_.active}) {
+  for (auto* array :
+       {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+        &stats_.requested_bytes, &stats_.allocation, &stats_.segment,
+        &stats_.active, &stats_.inactive_split, &stats_.inactive_split_bytes}) {
     for (Stat& stat : *array) stat.allocated = stat.freed = 0;
   }
   stats_.num_alloc_retries = 0;

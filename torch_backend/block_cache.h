@@ -158,6 +158,11 @@ class BlockCache {
                          const std::shared_ptr<c10::GatheredContext>& context);
   Block* SplitIfWorthIt(Block* block, size_t size);
   void InsertFree(Block* block);
+  // Takes a free block out of its pool. Free blocks that share their
+  // segment with others are counted as inactive_split (memory_summary's
+  // "Non-releasable": empty_cache cannot return them).
+  void PoolErase(Block* block);
+  void CountInactiveSplit(const Block* block, int sign);
   void ProcessPendingFrees(bool wait);
   // Free's path for a block no other process holds.
   void Release(Block* block);

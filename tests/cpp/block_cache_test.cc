@@ -251,6 +251,30 @@ TEST_F(BlockCacheTest, PeakAndAccumulatedStatisticsReset) {
   EXPECT_EQ(stats.num_device_alloc, 0);
 }
 
+TEST_F(BlockCacheTest, FreeBlocksSharingASegmentCountAsInactiveSplit) {
+  void* a = cache_.Allocate(4096, 0);
+  void* b = cache_.Allocate(4096, 0);
+  // The segment's free rest is split off already.
+  const auto split = [&] { return Current(cache_.Stats().inactive_split); };
+  const auto split_bytes = [&] {
+    return Current(cache_.Stats().inactive_split_bytes);
+  };
+  EXPECT_EQ(split(), 1);
+  EXPECT_EQ(split_bytes(), static_cast<int64_t>(2 * kMiB - 8192));
+  cache_.Free(a);  // a free block between the segment's start and b
+  EXPECT_EQ(split(), 2);
+  EXPECT_EQ(split_bytes(), static_cast<int64_t>(2 * kMiB - 4096));
+  cache_.Free(b);  // everything merges: one whole, releasable segment
+  EXPECT_EQ(split(), 0);
+  EXPECT_EQ(split_bytes(), 0);
+  void* c = cache_.Allocate(100, 0);  // splits the whole segment again
+  EXPECT_EQ(split(), 1);
+  cache_.Free(c);
+  cache_.EmptyCache();
+  EXPECT_EQ(split(), 0);
+  EXPECT_EQ(cache_.Stats().inactive_split[kAggregate].peak, 2);
+}
+
 // A stack stand-in: each gather is a distinct numbered context.
 struct FakeContext : c10::GatheredContext {
   explicit FakeContext(int id) : id(id) {}

@@ -23,6 +23,10 @@ def test_memory_summary_is_laid_out_like_cudas_with_this_processs_numbers():
     # 3 MiB current, in torch.cuda's units (KiB up to 768 MiB).
     assert allocated.split("|")[2].strip() == "3072 KiB"
     assert "from large pool" in summary and "from small pool" in summary
+    # The 20 MiB segment's free rest cannot be returned: non-releasable.
+    non_releasable = [line for line in lines
+                      if "Non-releasable memory" in line][0]
+    assert non_releasable.split("|")[2].strip() == "17408 KiB"
     short = torch.openreg.memory_summary(1, abbreviated=True)
     assert "from large pool" not in short
     assert len(short.splitlines()) < len(lines)
