@@ -66,28 +66,28 @@ std::string Bytes(size_t bytes) {
 }  // namespace
 
 bool BlockCache::BlockOrder::operator()(const Block* a, const Block* b) const {
-  return std::make_tuple(a->stream, a->size,
+  return std::make_tuple(a->pool, a->stream, a->size,
                          reinterpret_cast<uintptr_t>(a->ptr)) <
-         std::make_tuple(b->stream, b->size,
+         std::make_tuple(b->pool, b->stream, b->size,
                          reinterpret_cast<uintptr_t>(b->ptr));
 }
 
-void* BlockCache::Allocate(size_t size, StreamId stream) {
+void* BlockCache::Allocate(size_t size, StreamId stream, PoolId pool) {
   const std::shared_ptr<c10::GatheredContext> context = MaybeGather(false);
   std::lock_guard<std::mutex> lock(mutex_);
   ProcessPendingFrees(/*wait=*/false);
   const size_t rounded = RoundSize(size);
   const bool small = rounded <= kSmallSize;
-  Block* block = FindFreeBlock(rounded, stream, small);
+  Block* block = FindFreeBlock(rounded, stream, pool, small);
   if (block == nullptr && !shared_freed_.empty()) {
     // Before growing: shared blocks that no other process holds any more.
     const size_t held = shared_freed_.size();
     if (CollectSharedLocked() < held) {
-      block = FindFreeBlock(rounded, stream, small);
+      block = FindFreeBlock(rounded, stream, pool, small);
     }
   }
   if (block == nullptr) {
-    block = AllocateSegment(rounded, stream, small, context);
+    block = AllocateSegment(rounded, stream, pool, small, context);
   }
   // Marked first: the split-off remainder must not merge back into it.
   block->allocated = true;
@@ -103,20 +103,24 @@ void* BlockCache::Allocate(size_t size, StreamId stream) {
 }
 
 BlockCache::Block* BlockCache::FindFreeBlock(size_t size, StreamId stream,
-                                             bool small) {
+                                             PoolId private_pool, bool small) {
   Pool& pool = PoolFor(small);
   Block probe;
+  probe.pool = private_pool;
   probe.stream = stream;
   probe.size = size;
   auto it = pool.lower_bound(&probe);
-  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  if (it == pool.end() || (*it)->stream != stream ||
+      (*it)->pool != private_pool) {
+    return nullptr;
+  }
   Block* block = *it;
   PoolErase(block);
   return block;
 }
 
 BlockCache::Block* BlockCache::AllocateSegment(
-    size_t rounded, StreamId stream, bool small,
+    size_t rounded, StreamId stream, PoolId pool, bool small,
     const std::shared_ptr<c10::GatheredContext>& context) {
   const std::shared_ptr<c10::GatheredContext> event_context =
       history_.frames_on_alloc ? context : nullptr;
@@ -168,6 +172,7 @@ BlockCache::Block* BlockCache::AllocateSegment(
   block->ptr = ptr;
   block->size = segment;
   block->stream = stream;
+  block->pool = pool;
   block->small_pool = small;
   Update(stats_.reserved_bytes, small, static_cast<int64_t>(segment));
   Update(stats_.segment, small, 1);
@@ -185,6 +190,7 @@ BlockCache::Block* BlockCache::SplitIfWorthIt(Block* block, size_t size) {
   rest->ptr = static_cast<char*>(block->ptr) + size;
   rest->size = remaining;
   rest->stream = block->stream;
+  rest->pool = block->pool;
   rest->small_pool = block->small_pool;
   rest->prev = block;
   rest->next = block->next;
@@ -375,9 +381,11 @@ bool BlockCache::ReleaseFreeSegments() {
     Pool& pool = PoolFor(small);
     for (auto it = pool.begin(); it != pool.end();) {
       Block* block = *it;
-      if (block->prev != nullptr || block->next != nullptr) {
+      if (block->prev != nullptr || block->next != nullptr ||
+          (block->pool != 0 && !released_pools_.contains(block->pool))) {
         ++it;
-        continue;  // part of a segment still (partly) in use
+        continue;  // part of a segment still (partly) in use, or kept by
+                   // its private pool's owner
       }
       it = pool.erase(it);
       // Stream-ordered in the runtime: queued work on the memory finishes
@@ -443,6 +451,14 @@ void BlockCache::Adopt(void* ptr, size_t size, StreamId stream) {
   Update(stats_.allocation, false, 1);
   Update(stats_.active, false, 1);
   Update(stats_.segment, false, 1);
+}
+
+void BlockCache::ReleasePool(PoolId pool) {
+  if (pool == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  released_pools_.insert(pool);
+  ProcessPendingFrees(/*wait=*/false);
+  ReleaseFreeSegments();
 }
 
 void BlockCache::EmptyCache() {
@@ -583,6 +599,7 @@ CacheSnapshot BlockCache::Snapshot() {
     SegmentState& segment = snapshot.segments.emplace_back();
     segment.address = reinterpret_cast<uintptr_t>(head->ptr);
     segment.stream = head->stream;
+    segment.pool = head->pool;
     segment.small = head->small_pool;
     for (const Block* block = head; block != nullptr; block = block->next) {
       BlockState& state = segment.blocks.emplace_back();

@@ -68,10 +68,14 @@ struct BlockState {
   const char* state = "inactive";
   std::shared_ptr<c10::GatheredContext> context;
 };
+// A private memory pool (torch.openreg.MemPool); 0 is the default pool.
+using PoolId = uint64_t;
+
 struct SegmentState {
   uintptr_t address = 0;
   size_t total_size = 0;
   StreamId stream = 0;
+  PoolId pool = 0;
   bool small = false;
   std::vector<BlockState> blocks;
 };
@@ -91,7 +95,12 @@ class BlockCache {
 
   // A block of at least `size` bytes for use on `stream`; throws
   // torch.OutOfMemoryError when even an emptied cache cannot serve it.
-  void* Allocate(size_t size, StreamId stream);
+  // A block of private pool `pool` comes from, and returns to, segments
+  // of that pool only.
+  void* Allocate(size_t size, StreamId stream, PoolId pool = 0);
+  // A pool's owner is gone: its free segments are returned to the daemon
+  // now, and the others once their blocks are freed and the cache emptied.
+  void ReleasePool(PoolId pool);
   // Returns a block to the cache (after the streams recorded for it have
   // passed their uses). Unknown pointers are ignored.
   void Free(void* ptr);
@@ -129,6 +138,7 @@ class BlockCache {
     size_t size = 0;
     size_t requested = 0;
     StreamId stream = 0;
+    PoolId pool = 0;
     bool allocated = false;
     bool small_pool = false;
     bool shared = false;    // exported through an IPC handle
@@ -153,8 +163,8 @@ class BlockCache {
   };
 
   Pool& PoolFor(bool small) { return small ? small_blocks_ : large_blocks_; }
-  Block* FindFreeBlock(size_t size, StreamId stream, bool small);
-  Block* AllocateSegment(size_t size, StreamId stream, bool small,
+  Block* FindFreeBlock(size_t size, StreamId stream, PoolId pool, bool small);
+  Block* AllocateSegment(size_t size, StreamId stream, PoolId pool, bool small,
                          const std::shared_ptr<c10::GatheredContext>& context);
   Block* SplitIfWorthIt(Block* block, size_t size);
   void InsertFree(Block* block);
@@ -195,6 +205,8 @@ class BlockCache {
   std::vector<Block*> shared_freed_;
   std::vector<EventId> spare_events_;
   size_t reserved_limit_ = 0;  // 0 = no limit
+  // Private pools whose owner is gone: their free segments are released.
+  absl::flat_hash_set<PoolId> released_pools_;
   c10::CachingDeviceAllocator::DeviceStats stats_;
   // History (SetHistory): the gather functions are read without the lock.
   std::atomic<GatherContextFn> gather_on_alloc_{nullptr};

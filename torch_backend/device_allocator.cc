@@ -54,6 +54,9 @@ void DeleteDeviceMemory(void* ptr) {
   CacheFor(device).Free(ptr);
 }
 
+// This thread's private pool per device (use_mem_pool); 0 = default.
+thread_local std::array<PoolId, kMaxDevices> thread_pools{};
+
 c10::Device CurrentDevice() {
   int device = 0;
   OPENREG_CHECK(GetDevice(&device));
@@ -69,7 +72,8 @@ c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
   // Blocks are cached per stream: reuse on the stream that freed a block
   // is ordered by the stream itself, as with CUDA's caching allocator.
   const auto stream = static_cast<StreamId>(CurrentStream(device.index()).id());
-  void* ptr = CacheFor(device.index()).Allocate(nbytes, stream);
+  void* ptr = CacheFor(device.index())
+                  .Allocate(nbytes, stream, thread_pools[device.index()]);
   return c10::DataPtr(ptr, ptr, &DeleteDeviceMemory, device);
 }
 
@@ -158,7 +162,27 @@ void DeviceAllocator::SetMemoryFraction(double fraction,
 void* DeviceAllocator::RawAlloc(size_t size, c10::DeviceIndex device,
                                 StreamId stream) {
   if (size == 0) return nullptr;
-  return CacheFor(device).Allocate(size, stream);
+  return CacheFor(device).Allocate(size, stream, thread_pools[device]);
+}
+
+PoolId DeviceAllocator::CreatePool() {
+  static std::atomic<PoolId> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+PoolId DeviceAllocator::SetThreadPool(c10::DeviceIndex device, PoolId pool) {
+  TORCH_CHECK(device >= 0 && device < kMaxDevices,
+              "openreg: invalid device index ", static_cast<int>(device));
+  const PoolId previous = thread_pools[device];
+  thread_pools[device] = pool;
+  return previous;
+}
+
+void DeviceAllocator::ReleasePool(PoolId pool) {
+  for (std::atomic<BlockCache*>& cache : Caches()) {
+    BlockCache* created = cache.load(std::memory_order_acquire);
+    if (created != nullptr) created->ReleasePool(pool);
+  }
 }
 
 void DeviceAllocator::RawDelete(void* ptr) { DeleteDeviceMemory(ptr); }

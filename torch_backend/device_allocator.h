@@ -51,6 +51,14 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   void* RawAlloc(size_t size, c10::DeviceIndex device, StreamId stream);
   void RawDelete(void* ptr);
 
+  // Private pools (torch.openreg.MemPool / use_mem_pool): a new pool id,
+  // routing this thread's allocations on `device` to `pool` (0: the
+  // default pool; returns the previous one), and the pool's release when
+  // its owner is gone (on every device).
+  PoolId CreatePool();
+  PoolId SetThreadPool(c10::DeviceIndex device, PoolId pool);
+  void ReleasePool(PoolId pool);
+
   // torch.openreg.memory._record_memory_history: applies to every device,
   // including those first used later.
   void RecordHistory(const HistorySettings& settings, bool clear);

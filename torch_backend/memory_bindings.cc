@@ -107,7 +107,7 @@ py::dict Snapshot(int device_count) {
       entry["total_size"] = segment.total_size;
       entry["stream"] = segment.stream;
       entry["segment_type"] = segment.small ? "small" : "large";
-      entry["segment_pool_id"] = py::make_tuple(0, 0);
+      entry["segment_pool_id"] = py::make_tuple(0, segment.pool);
       entry["is_expandable"] = false;
       entry["frames"] = py::list();
       size_t allocated = 0;
@@ -241,6 +241,18 @@ void RegisterMemoryBindings(py::module& m) {
       },
       py::arg("ptr"));
   m.def("_host_memory_stats", &HostMemoryStats);
+  m.def("_mem_pool_create", [] { return GetDeviceAllocator().CreatePool(); });
+  m.def(
+      "_mem_pool_set_thread_pool",
+      [](int device, PoolId pool) {
+        return GetDeviceAllocator().SetThreadPool(
+            static_cast<c10::DeviceIndex>(device), pool);
+      },
+      py::arg("device"), py::arg("pool"));
+  m.def(
+      "_mem_pool_release",
+      [](PoolId pool) { GetDeviceAllocator().ReleasePool(pool); },
+      py::arg("pool"));
 }
 
 }  // namespace openreg::torch_backend

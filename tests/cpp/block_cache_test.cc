@@ -275,6 +275,27 @@ TEST_F(BlockCacheTest, FreeBlocksSharingASegmentCountAsInactiveSplit) {
   EXPECT_EQ(cache_.Stats().inactive_split[kAggregate].peak, 2);
 }
 
+TEST_F(BlockCacheTest, APrivatePoolsBlocksStayInThePoolUntilItIsReleased) {
+  void* pooled = cache_.Allocate(4096, 0, /*pool=*/7);
+  void* plain = cache_.Allocate(4096, 0);
+  EXPECT_EQ(device_.segments.size(), 2u);  // one segment each
+  cache_.Free(pooled);
+  EXPECT_NE(cache_.Allocate(4096, 0), pooled);     // not for the default pool
+  EXPECT_EQ(cache_.Allocate(4096, 0, 7), pooled);  // reused in the pool
+  cache_.Free(pooled);
+  cache_.EmptyCache();
+  EXPECT_EQ(device_.segments.size(), 2u);  // a live pool keeps its segment
+  const CacheSnapshot snapshot = cache_.Snapshot();
+  int in_pool = 0;
+  for (const SegmentState& segment : snapshot.segments) {
+    in_pool += segment.pool == 7;
+  }
+  EXPECT_EQ(in_pool, 1);
+  cache_.ReleasePool(7);
+  EXPECT_EQ(device_.segments.size(), 1u);  // only the default pool's
+  (void)plain;
+}
+
 // A stack stand-in: each gather is a distinct numbered context.
 struct FakeContext : c10::GatheredContext {
   explicit FakeContext(int id) : id(id) {}

@@ -106,11 +106,69 @@ def test_external_stream_wraps_a_stream_by_its_id():
         torch.openreg.ExternalStream(12345)
 
 
-def test_mem_pool_and_use_mem_pool_are_refused_saying_why():
-    with pytest.raises(NotImplementedError, match="no private memory pools"):
-        torch.openreg.MemPool()
-    with pytest.raises(NotImplementedError, match="empty_cache"):
-        torch.openreg.use_mem_pool(None)
+def test_allocations_inside_use_mem_pool_come_from_the_pools_own_segments():
+    pool = torch.openreg.MemPool()
+    assert pool.id[0] == 0 and pool.id[1] > 0 and pool.use_count() == 1
+    with torch.openreg.use_mem_pool(pool):
+        assert pool.use_count() == 2
+        inside = torch.empty(1000, device="openreg")
+    outside = torch.empty(1000, device="openreg")
+    assert pool.use_count() == 1
+
+    def segment_of(tensor, segments):
+        return [s for s in segments if s["address"] <= tensor.data_ptr()
+                < s["address"] + s["total_size"]]
+
+    assert segment_of(inside, pool.snapshot())
+    assert not segment_of(outside, pool.snapshot())
+    default = torch.openreg.memory_snapshot((0, 0))
+    assert segment_of(outside, default) and not segment_of(inside, default)
+    del inside, outside, pool
+
+
+def test_a_pools_freed_blocks_are_reused_only_inside_it():
+    pool = torch.openreg.MemPool()
+    with torch.openreg.use_mem_pool(pool):
+        first = torch.empty(1000, device="openreg")
+    address = first.data_ptr()
+    del first
+    outside = torch.empty(1000, device="openreg")
+    assert outside.data_ptr() != address
+    with torch.openreg.use_mem_pool(pool):
+        again = torch.empty(1000, device="openreg")
+    assert again.data_ptr() == address
+    # empty_cache keeps a live pool's segments.
+    del again
+    torch.openreg.empty_cache()
+    assert pool.snapshot()
+    del outside, pool
+
+
+def test_deleting_a_pool_returns_its_memory_to_the_daemon():
+    import gc
+    gc.collect()
+    torch.openreg.empty_cache()
+    reserved = torch.openreg.memory_reserved(1)
+    pool = torch.openreg.MemPool()
+    with torch.openreg.use_mem_pool(pool, device=1):
+        x = torch.empty(8 * 1024 * 1024, dtype=torch.uint8, device="openreg:1")
+    assert torch.openreg.memory_reserved(1) >= reserved + 8 * 1024 * 1024
+    del x
+    torch.openreg.empty_cache()
+    assert torch.openreg.memory_reserved(1) >= reserved + 8 * 1024 * 1024
+    del pool
+    gc.collect()
+    assert torch.openreg.memory_reserved(1) == reserved
+
+
+def test_mem_pool_options_openreg_lacks_are_refused_saying_why():
+    with pytest.raises(NotImplementedError, match="no pluggable allocators"):
+        torch.openreg.MemPool(allocator=object())
+    with pytest.raises(NotImplementedError, match="use_on_oom"):
+        torch.openreg.MemPool(use_on_oom=True)
+    with pytest.raises(TypeError, match="MemPool"):
+        with torch.openreg.use_mem_pool(None):
+            pass
 
 
 def test_caching_allocator_alloc_and_delete_use_the_cache():

@@ -8,6 +8,7 @@ torch.accelerator.* when openreg is the current accelerator.
 
 import atexit
 import collections
+import contextlib
 import pickle
 import sys
 import warnings
@@ -172,24 +173,71 @@ def caching_allocator_delete(mem_ptr):
     _C._caching_allocator_delete(int(mem_ptr))
 
 
-_NO_PRIVATE_POOLS = (
-    "openreg's caching allocator has no private memory pools (MemPool / "
-    "use_mem_pool, which CUDA uses for CUDA graphs and custom allocators): "
-    "every allocation comes from the one per-device cache. Allocate "
-    "without a pool, and use torch.openreg.empty_cache() or "
-    "set_per_process_memory_fraction() to bound what the cache keeps.")
-
-
 class MemPool:
-    """Refused: openreg has no private memory pools (see the error)."""
+    """A private pool of openreg's caching allocator, as torch.cuda.MemPool:
+    allocations made inside :func:`use_mem_pool` (on that thread and
+    device) come from segments of this pool only, and their blocks, once
+    freed, are reused only by allocations in the pool. When the MemPool is
+    deleted, the pool's free segments go back to the daemon (the rest once
+    freed, at the next ``empty_cache()``).
 
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError(f"torch.openreg.MemPool: {_NO_PRIVATE_POOLS}")
+    `id` is ``(0, n)``, the form of torch.cuda's user pools, and is the
+    ``segment_pool_id`` of the pool's segments in snapshots. Custom
+    allocators, ``use_on_oom`` and ``no_split`` are refused: openreg has
+    no pluggable allocator and no fallback or no-split pools."""
+
+    def __init__(self, allocator=None, use_on_oom=False, no_split=False):
+        for name, value, default in (("allocator", allocator, None),
+                                     ("use_on_oom", use_on_oom, False),
+                                     ("no_split", no_split, False)):
+            if value != default:
+                raise NotImplementedError(
+                    f"torch.openreg.MemPool({name}={value!r}): openreg's "
+                    "caching allocator has private pools but no pluggable "
+                    "allocators, out-of-memory fallback pools or no-split "
+                    f"pools; create the pool without {name}")
+        self._pool = _C._mem_pool_create()
+        self._uses = 0
+
+    @property
+    def id(self):
+        return (0, self._pool)
+
+    @property
+    def allocator(self):
+        return None
+
+    def use_count(self):
+        """1 for this object plus one per :func:`use_mem_pool` block
+        currently routing allocations to the pool."""
+        return 1 + self._uses
+
+    def snapshot(self, include_traces=True):
+        """The segments of this pool (:func:`memory_snapshot`)."""
+        return memory_snapshot(self.id, include_traces=include_traces)
+
+    def __del__(self):
+        pool = getattr(self, "_pool", None)
+        if pool is not None and _C is not None:
+            _C._mem_pool_release(pool)
 
 
+@contextlib.contextmanager
 def use_mem_pool(pool, device=None):
-    """Refused: openreg has no private memory pools (see the error)."""
-    raise NotImplementedError(f"torch.openreg.use_mem_pool: {_NO_PRIVATE_POOLS}")
+    """Routes this thread's allocations on `device` (default: current) to
+    `pool` inside the block, as torch.cuda.use_mem_pool. Other threads
+    (autograd's backward thread too) keep the default pool."""
+    if not isinstance(pool, MemPool):
+        raise TypeError("use_mem_pool: expected a torch.openreg.MemPool, "
+                        f"got {type(pool).__name__}")
+    index = _index(device)
+    previous = _C._mem_pool_set_thread_pool(index, pool._pool)
+    pool._uses += 1
+    try:
+        yield
+    finally:
+        pool._uses -= 1
+        _C._mem_pool_set_thread_pool(index, previous)
 
 
 def _format_size(size, preferred):
@@ -364,8 +412,11 @@ def _dump_snapshot(filename="dump_snapshot.pickle"):
 
 
 def memory_snapshot(mempool_id=None, include_traces=True):
-    """The segments of :func:`_snapshot` (torch.cuda.memory_snapshot)."""
-    if mempool_id is not None:
-        raise NotImplementedError(f"memory_snapshot(mempool_id=...): {_NO_PRIVATE_POOLS}")
+    """The segments of :func:`_snapshot` (torch.cuda.memory_snapshot); of
+    one private pool's with `mempool_id` (a MemPool's ``id``)."""
     del include_traces
-    return _snapshot()["segments"]
+    segments = _snapshot()["segments"]
+    if mempool_id is None:
+        return segments
+    wanted = tuple(mempool_id)
+    return [s for s in segments if tuple(s["segment_pool_id"]) == wanted]
