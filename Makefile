@@ -30,8 +30,10 @@ apt-deps:
 # the OpInfo conformance suite, imports numpy and expecttest.
 PYTHON_TEST_MODULES := pytest=pytest numpy=numpy expecttest=expecttest
 # Runtime Python modules: matplotlib draws openreg-fi's report plots;
-# PyTorch's flight recorder analyzer (fr_trace -j) needs tabulate.
-PYTHON_RUNTIME_MODULES := matplotlib=matplotlib tabulate=tabulate
+# PyTorch's flight recorder analyzer (fr_trace -j) needs tabulate;
+# openreg-smi --prometheus-port serves metrics with prometheus_client.
+PYTHON_RUNTIME_MODULES := matplotlib=matplotlib tabulate=tabulate \
+	prometheus_client=prometheus-client
 
 python-deps:
 	@$(PYTHON) -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$(TORCH_VERSION)')" 2>/dev/null \

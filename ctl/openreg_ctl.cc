@@ -472,11 +472,7 @@ int Main(int argc, char** argv) {
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   args.erase(args.begin());  // the program name
   if (args.empty()) return Usage("no command");
-  std::string socket = absl::GetFlag(FLAGS_socket);
-  if (socket.empty() && std::getenv("OPENREG_DAEMON_SOCKET") != nullptr) {
-    socket = std::getenv("OPENREG_DAEMON_SOCKET");
-  }
-  if (socket.empty()) socket = DefaultDaemonSocketPath();
+  const std::string socket = DaemonSocketPath(absl::GetFlag(FLAGS_socket));
   auto channel =
       grpc::CreateChannel("unix:" + socket, grpc::InsecureChannelCredentials());
   std::unique_ptr<Stub> stub = proto::DeviceDaemon::NewStub(channel);

@@ -16,4 +16,13 @@ std::string DefaultDaemonSocketPath() {
   return absl::StrCat("/tmp/openreg-", getuid(), "/daemon.sock");
 }
 
+std::string DaemonSocketPath(const std::string& flag_value) {
+  if (!flag_value.empty()) return flag_value;
+  const char* from_environment = std::getenv("OPENREG_DAEMON_SOCKET");
+  if (from_environment != nullptr && from_environment[0] != '\0') {
+    return from_environment;
+  }
+  return DefaultDaemonSocketPath();
+}
+
 }  // namespace openreg

@@ -11,6 +11,10 @@ namespace openreg {
 // $XDG_RUNTIME_DIR/openreg/daemon.sock, else /tmp/openreg-$UID/daemon.sock.
 std::string DefaultDaemonSocketPath();
 
+// What a command-line tool talks to: `flag_value` (its --socket) if set,
+// else $OPENREG_DAEMON_SOCKET, else DefaultDaemonSocketPath().
+std::string DaemonSocketPath(const std::string& flag_value);
+
 }  // namespace openreg
 
 #endif  // OPENREG_DATA_PLANE_SOCKET_PATH_H_

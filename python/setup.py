@@ -12,7 +12,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 BAZEL_BIN = os.environ.get(
     "OPENREG_BAZEL_BIN", os.path.join(HERE, os.pardir, "bazel-bin"))
 ARTIFACTS = ["torch_openreg/_C.so", "torch_openreg/bin/openreg-daemon",
-             "torch_openreg/bin/openreg-ctl"]
+             "torch_openreg/bin/openreg-ctl", "torch_openreg/bin/openreg-smi"]
 
 
 class BuildWithBazelArtifacts(build_py):

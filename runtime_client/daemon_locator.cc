@@ -32,11 +32,7 @@ ConfiguredBinary& Configured() {
 
 }  // namespace
 
-std::string ResolveSocketPath() {
-  std::string explicit_path = GetEnv("OPENREG_DAEMON_SOCKET");
-  if (!explicit_path.empty()) return explicit_path;
-  return DefaultDaemonSocketPath();
-}
+std::string ResolveSocketPath() { return DaemonSocketPath(""); }
 
 void SetConfiguredDaemonBinary(const std::string& path) {
   ConfiguredBinary& configured = Configured();

@@ -122,6 +122,13 @@ size_t DeviceScheduler::runners() const {
   return entries_.size();
 }
 
+uint64_t DeviceScheduler::BusyNanoseconds() const {
+  absl::MutexLock lock(&mutex_);
+  if (running_ == 0) return closed_busy_ns_;
+  return closed_busy_ns_ +
+         static_cast<uint64_t>(MonotonicNanoseconds() - busy_since_ns_);
+}
+
 std::vector<DeviceScheduler::ExecutorStats> DeviceScheduler::ExecutorSnapshot()
     const {
   absl::MutexLock lock(&mutex_);
@@ -329,14 +336,18 @@ void DeviceScheduler::ExecutorLoop() {
     Entry& entry = entries_[next];
     entry.state = State::kRunning;
     std::shared_ptr<Runner> runner = entry.runner;
+    const int64_t slice_start = MonotonicNanoseconds();
+    if (running_++ == 0) busy_since_ns_ = slice_start;
     mutex_.Unlock();
-    const absl::Time slice_start = absl::Now();
     const Runner::Outcome outcome = runner->RunSlice(this);
-    counters->busy_ns.fetch_add(static_cast<uint64_t>(absl::ToInt64Nanoseconds(
-                                    absl::Now() - slice_start)),
+    const int64_t slice_end = MonotonicNanoseconds();
+    counters->busy_ns.fetch_add(static_cast<uint64_t>(slice_end - slice_start),
                                 std::memory_order_relaxed);
     counters->slices.fetch_add(1, std::memory_order_relaxed);
     mutex_.Lock();
+    if (--running_ == 0) {
+      closed_busy_ns_ += static_cast<uint64_t>(slice_end - busy_since_ns_);
+    }
     switch (outcome) {
       case Runner::Outcome::kYield:
         QueueLocked(next, entries_[next]);

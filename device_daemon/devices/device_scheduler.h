@@ -141,6 +141,11 @@ class DeviceScheduler {
   };
   std::vector<ExecutorStats> ExecutorSnapshot() const;
 
+  // Time during which at least one executor of this device ran a stream
+  // (the union of the executors' slices, up to now): what nvidia-smi's
+  // utilization.gpu samples. Monotonic; read by UtilizationMonitor.
+  uint64_t BusyNanoseconds() const;
+
   int device() const { return device_; }
   int executors() const { return executors_; }
   // Executor threads alive now, spares included (for tests and stats).
@@ -217,6 +222,11 @@ class DeviceScheduler {
   // Stable addresses: a thread keeps a pointer to its own counters.
   std::deque<ExecutorCounters> counters_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::thread::id> exited_ ABSL_GUARDED_BY(mutex_);
+  // Executors running a slice now, since when at least one has, and the
+  // busy time of the intervals already closed (BusyNanoseconds).
+  int running_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t busy_since_ns_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t closed_busy_ns_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace openreg::daemon

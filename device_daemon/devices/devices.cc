@@ -49,10 +49,18 @@ absl::StatusOr<std::unique_ptr<Devices>> Devices::Create(
     devices->schedulers_.push_back(std::make_unique<DeviceScheduler>(
         device, executors, devices->doorbell(device)));
   }
+  Devices* const owner = devices.get();
+  devices->utilization_ =
+      std::make_unique<UtilizationMonitor>(count, [owner](int device) {
+        return owner->scheduler(device).BusyNanoseconds();
+      });
   return devices;
 }
 
-Devices::~Devices() { schedulers_.clear(); }
+Devices::~Devices() {
+  utilization_.reset();
+  schedulers_.clear();
+}
 
 void Devices::Reset(int device) {
   arena(device).AdvanceGeneration();

@@ -16,13 +16,22 @@
 #include "data_plane/shared_memory.h"
 #include "device_daemon/devices/device_health.h"
 #include "device_daemon/devices/device_scheduler.h"
+#include "device_daemon/devices/utilization_monitor.h"
 #include "device_daemon/memory/arena_allocator.h"
 
 namespace openreg::daemon {
 
+// What every device calls itself (DeviceProperties.name, openreg-smi).
+inline constexpr char kDeviceName[] = "openreg emulated device";
+
 struct DeviceCounters {
   std::atomic<uint64_t> kernels_executed{0};
   std::atomic<uint64_t> copies_executed{0};
+  // Bytes moved by the copy commands of this device's streams, by
+  // direction (peer copies count as device to device).
+  std::atomic<uint64_t> host_to_device_bytes{0};
+  std::atomic<uint64_t> device_to_host_bytes{0};
+  std::atomic<uint64_t> device_to_device_bytes{0};
   std::atomic<uint64_t> kernel_failures{0};
 };
 
@@ -59,6 +68,9 @@ class Devices {
     return &static_cast<DoorbellPage*>(doorbell_page_.data())->devices[device];
   }
   DeviceHealth& health(int device) const { return *health_[device]; }
+  // Every device's utilization over the last second (sampled by the
+  // daemon's main loop).
+  UtilizationMonitor& utilization() const { return *utilization_; }
 
   // The doorbell page every client maps (its fd is passed at attach).
   const SharedMemory& doorbell_page() const { return doorbell_page_; }
@@ -79,6 +91,7 @@ class Devices {
   // Last: the executors stop before anything they may use.
   std::vector<std::unique_ptr<DeviceScheduler>> schedulers_;
   std::vector<std::unique_ptr<DeviceHealth>> health_;
+  std::unique_ptr<UtilizationMonitor> utilization_;
 };
 
 }  // namespace openreg::daemon

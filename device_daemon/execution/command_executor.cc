@@ -210,7 +210,10 @@ absl::Status CommandExecutor::CopyHostToDevice(
       session.PinRange(copy.dst(), copy.size());
   if (!destination.ok()) return destination.status();
   if (copy.size() != 0) std::memcpy(destination->data, *source, copy.size());
-  devices_->counters(context.device).copies_executed.fetch_add(1);
+  DeviceCounters& counters = devices_->counters(context.device);
+  counters.copies_executed.fetch_add(1, std::memory_order_relaxed);
+  counters.host_to_device_bytes.fetch_add(copy.size(),
+                                          std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -226,7 +229,10 @@ absl::Status CommandExecutor::CopyDeviceToHost(
                copy.staging_offset(), copy.size(), &pinned_destination);
   if (!destination.ok()) return destination.status();
   if (copy.size() != 0) std::memcpy(*destination, source->data, copy.size());
-  devices_->counters(context.device).copies_executed.fetch_add(1);
+  DeviceCounters& counters = devices_->counters(context.device);
+  counters.copies_executed.fetch_add(1, std::memory_order_relaxed);
+  counters.device_to_host_bytes.fetch_add(copy.size(),
+                                          std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -242,7 +248,10 @@ absl::Status CommandExecutor::CopyDeviceToDevice(
   if (copy.size() != 0) {
     std::memmove(destination->data, source->data, copy.size());
   }
-  devices_->counters(context.device).copies_executed.fetch_add(1);
+  DeviceCounters& counters = devices_->counters(context.device);
+  counters.copies_executed.fetch_add(1, std::memory_order_relaxed);
+  counters.device_to_device_bytes.fetch_add(copy.size(),
+                                            std::memory_order_relaxed);
   return absl::OkStatus();
 }
 

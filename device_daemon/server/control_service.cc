@@ -104,7 +104,7 @@ grpc::Status ControlService::GetDeviceProperties(
   }
   proto::DeviceProperties* properties = reply->mutable_properties();
   properties->set_index(request->device());
-  properties->set_name("openreg emulated device");
+  properties->set_name(kDeviceName);
   properties->set_total_memory(devices_->memory_per_device());
   properties->set_multiprocessor_count(devices_->multiprocessors());
   properties->set_major(1);
@@ -224,7 +224,23 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
       (*stats->mutable_faults_fired())[model] = count;
     }
     stats->set_corrected_errors(faults_->log().CorrectedErrors(device));
+    stats->set_name(kDeviceName);
+    DeviceScheduler& scheduler = devices_->scheduler(device);
+    stats->set_utilization_percent(devices_->utilization().Percent(device));
+    stats->set_busy_seconds(static_cast<double>(scheduler.BusyNanoseconds()) *
+                            1e-9);
+    stats->set_streams(static_cast<uint32_t>(scheduler.runners()));
+    stats->set_executors(scheduler.executors());
+    stats->set_host_to_device_bytes(counters.host_to_device_bytes.load());
+    stats->set_device_to_host_bytes(counters.device_to_host_bytes.load());
+    stats->set_device_to_device_bytes(counters.device_to_device_bytes.load());
   }
+  reply->set_daemon_version(kOpenregVersion);
+  reply->set_daemon_pid(getpid());
+  reply->set_uptime_seconds(
+      absl::ToDoubleSeconds(absl::Now() - operations_->started()));
+  reply->set_utilization_window_seconds(
+      absl::ToDoubleSeconds(devices_->utilization().window()));
   for (const std::shared_ptr<Session>& session : registry_->Snapshot()) {
     const SessionStatsSnapshot snapshot = session->Stats();
     proto::SessionStats* stats = reply->add_sessions();

@@ -23,7 +23,8 @@
 namespace openreg::daemon {
 namespace {
 
-// How often Run() re-checks the idle limit.
+// How often Run() re-checks the idle limit and samples the devices'
+// utilization.
 constexpr int kRunPollMilliseconds = 250;
 
 }  // namespace
@@ -149,6 +150,7 @@ void Daemon::Run(int signal_fd) {
         return;
       }
     }
+    devices_->utilization().Sample();
     const absl::Duration idle_limit = idle_exit();
     if (idle_limit > absl::ZeroDuration() && registry_->attached_count() == 0 &&
         absl::Now() - registry_->idle_since() >= idle_limit) {

@@ -87,6 +87,7 @@ class Daemon : public DaemonOperations {
   void EndSession(uint64_t session_id) override;
   void SetIdleExit(absl::Duration limit) override;
   absl::Duration idle_exit() const override;
+  absl::Time started() const override { return started_; }
   // Stops accepting clients, ends every session and removes the socket
   // files. Idempotent.
   void Shutdown();
@@ -124,6 +125,7 @@ class Daemon : public DaemonOperations {
   std::unique_ptr<AttachServer> attach_server_;
   bool shut_down_ = false;
   // options_.idle_exit, changed by openreg-ctl set-idle-exit.
+  const absl::Time started_ = absl::Now();
   mutable absl::Mutex idle_exit_mutex_;
   absl::Duration idle_exit_ ABSL_GUARDED_BY(idle_exit_mutex_);
 };

@@ -1,7 +1,7 @@
 // What an operator may ask of the running daemon through the control
 // service (openreg-ctl sessions, kill-session, drain, shutdown,
-// set-idle-exit): an interface so that the control service does not reach
-// into the daemon that owns it. Daemon implements it.
+// set-idle-exit, openreg-smi's uptime): an interface so that the control
+// service does not reach into the daemon that owns it. Daemon implements it.
 #ifndef OPENREG_DEVICE_DAEMON_SERVER_DAEMON_OPERATIONS_H_
 #define OPENREG_DEVICE_DAEMON_SERVER_DAEMON_OPERATIONS_H_
 
@@ -24,6 +24,8 @@ class DaemonOperations {
   // never).
   virtual void SetIdleExit(absl::Duration limit) = 0;
   virtual absl::Duration idle_exit() const = 0;
+  // When the daemon started (openreg-smi's uptime).
+  virtual absl::Time started() const = 0;
 };
 
 }  // namespace openreg::daemon

@@ -45,6 +45,12 @@ grpc::Status ControlService::ListSessions(grpc::ServerContext*,
     info->set_allocated_bytes(stats.allocated_bytes);
     info->set_streams(stats.streams);
     info->set_commands_executed(stats.commands_executed);
+    for (const auto& [device, usage] : stats.devices) {
+      proto::SessionDeviceUsage* entry = info->add_devices();
+      entry->set_device(device);
+      entry->set_allocated_bytes(usage.allocated_bytes);
+      entry->set_streams(usage.streams);
+    }
   }
   reply->set_draining(registry_->draining());
   reply->set_idle_exit_seconds(absl::ToDoubleSeconds(operations_->idle_exit()));

@@ -23,6 +23,7 @@ std::string Hex(uint64_t value) { return absl::StrFormat("0x%x", value); }
 uint64_t AllocationTable::Add(std::shared_ptr<DeviceBuffer> buffer) {
   const uint64_t address = buffer->address();
   const uint64_t size = buffer->size();
+  allocated_bytes_by_device_[buffer->device()] += size;
   entries_[address] = Entry{std::move(buffer)};
   allocated_bytes_ += size;
   // A reused address is no longer "already freed". Its stale entry in the
@@ -45,6 +46,9 @@ absl::StatusOr<std::shared_ptr<DeviceBuffer>> AllocationTable::Remove(
   }
   std::shared_ptr<DeviceBuffer> released = std::move(entry->second.buffer);
   allocated_bytes_ -= released->size();
+  auto on_device = allocated_bytes_by_device_.find(released->device());
+  on_device->second -= released->size();
+  if (on_device->second == 0) allocated_bytes_by_device_.erase(on_device);
   entries_.erase(entry);
   RememberFreed(address);
   return released;

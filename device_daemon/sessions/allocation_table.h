@@ -58,6 +58,10 @@ class AllocationTable {
   absl::StatusOr<PinnedRange> PinRange(uint64_t address, uint64_t bytes) const;
   // Bytes this session allocated (imported memory not counted).
   uint64_t allocated_bytes() const { return allocated_bytes_; }
+  // The same, by device (devices without an allocation are absent).
+  const std::map<int, uint64_t>& allocated_bytes_by_device() const {
+    return allocated_bytes_by_device_;
+  }
   // Every entry's buffer, allocated or imported.
   std::vector<std::shared_ptr<DeviceBuffer>> Buffers() const;
 
@@ -80,6 +84,7 @@ class AllocationTable {
   const Devices* devices_;
   std::map<uint64_t, Entry> entries_;  // by address
   uint64_t allocated_bytes_ = 0;
+  std::map<int, uint64_t> allocated_bytes_by_device_;
   // Recently freed addresses, to tell a double free from a wild pointer.
   std::set<uint64_t> recently_freed_;
   std::deque<uint64_t> recently_freed_order_;

@@ -490,6 +490,12 @@ SessionStatsSnapshot Session::Stats() const {
   stats.imported_bytes = imports_.imported_bytes();
   stats.streams = static_cast<uint32_t>(streams_.size());
   stats.commands_executed = commands_executed_.load(std::memory_order_relaxed);
+  for (const auto& [device, bytes] : allocations_.allocated_bytes_by_device()) {
+    stats.devices[device].allocated_bytes = bytes;
+  }
+  for (const auto& [slot, stream] : streams_) {
+    ++stats.devices[stream.device].streams;
+  }
   return stats;
 }
 

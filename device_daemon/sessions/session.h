@@ -54,6 +54,12 @@ struct SessionIdentity {
   std::string client_name;
 };
 
+// What one session holds on one device.
+struct SessionDeviceUsage {
+  uint64_t allocated_bytes = 0;
+  uint32_t streams = 0;
+};
+
 struct SessionStatsSnapshot {
   uint64_t id = 0;
   pid_t pid = 0;
@@ -61,6 +67,8 @@ struct SessionStatsSnapshot {
   uint64_t imported_bytes = 0;
   uint32_t streams = 0;
   uint64_t commands_executed = 0;
+  // By device, for the devices where the session has memory or streams.
+  std::map<int, SessionDeviceUsage> devices;
 };
 
 class Session {

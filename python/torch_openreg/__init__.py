@@ -11,7 +11,7 @@ import os
 import warnings
 
 __all__ = ["block_op", "blocked_ops", "ctl_binary", "daemon_binary",
-           "unblock_op"]
+           "smi_binary", "unblock_op"]
 from torch_openreg._version import __version__
 
 _loaded = False
@@ -29,6 +29,12 @@ def ctl_binary():
     """Path of the packaged openreg-ctl binary."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin",
                         "openreg-ctl")
+
+
+def smi_binary():
+    """Path of the packaged openreg-smi binary."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin",
+                        "openreg-smi")
 
 
 def block_op(name):
