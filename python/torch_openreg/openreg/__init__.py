@@ -231,10 +231,10 @@ def is_bf16_supported(including_emulation=True):
 
 
 def _counters(entry, text=()):
-    """`entry` of the stats JSON with its counters as ints (64-bit
-    integers arrive as strings); the fields in `text` are kept."""
-    return {key: value if key in text else int(value)
-            for key, value in entry.items()}
+    """`entry` of the stats JSON with its 64-bit counters as ints (they
+    arrive as strings); the fields in `text`, and numbers, are kept."""
+    return {key: int(value) if isinstance(value, str) and key not in text
+            else value for key, value in entry.items()}
 
 
 def _communicator(entry):
@@ -267,7 +267,7 @@ def daemon_stats():
     reply = json.loads(_C._daemon_stats())
     devices = []
     for device in reply.get("devices", []):
-        entry = _counters(device, text=("state", "faults_fired"))
+        entry = _counters(device, text=("state", "faults_fired", "name"))
         entry["faults_fired"] = _counters(entry["faults_fired"])
         devices.append(entry)
     return {
