@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 #include <tuple>
 
@@ -52,6 +53,12 @@ void Update(c10::CachingAllocator::StatArray& stats, bool small,
          amount);
 }
 
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string Bytes(size_t bytes) {
   return absl::StrFormat("%.2f MiB", static_cast<double>(bytes) / (1 << 20));
 }
@@ -59,50 +66,64 @@ std::string Bytes(size_t bytes) {
 }  // namespace
 
 bool BlockCache::BlockOrder::operator()(const Block* a, const Block* b) const {
-  return std::make_tuple(a->stream, a->size,
+  return std::make_tuple(a->pool, a->stream, a->size,
                          reinterpret_cast<uintptr_t>(a->ptr)) <
-         std::make_tuple(b->stream, b->size,
+         std::make_tuple(b->pool, b->stream, b->size,
                          reinterpret_cast<uintptr_t>(b->ptr));
 }
 
-void* BlockCache::Allocate(size_t size, StreamId stream) {
+void* BlockCache::Allocate(size_t size, StreamId stream, PoolId pool) {
+  const std::shared_ptr<c10::GatheredContext> context = MaybeGather(false);
   std::lock_guard<std::mutex> lock(mutex_);
   ProcessPendingFrees(/*wait=*/false);
   const size_t rounded = RoundSize(size);
   const bool small = rounded <= kSmallSize;
-  Block* block = FindFreeBlock(rounded, stream, small);
+  Block* block = FindFreeBlock(rounded, stream, pool, small);
   if (block == nullptr && !shared_freed_.empty()) {
     // Before growing: shared blocks that no other process holds any more.
     const size_t held = shared_freed_.size();
     if (CollectSharedLocked() < held) {
-      block = FindFreeBlock(rounded, stream, small);
+      block = FindFreeBlock(rounded, stream, pool, small);
     }
   }
-  if (block == nullptr) block = AllocateSegment(rounded, stream, small);
+  if (block == nullptr) {
+    block = AllocateSegment(rounded, stream, pool, small, context);
+  }
   // Marked first: the split-off remainder must not merge back into it.
   block->allocated = true;
   block = SplitIfWorthIt(block, rounded);
   block->requested = size;
+  // Also clears a stack an earlier use of this block left.
+  block->context = history_.frames_on_blocks ? context : nullptr;
   active_[block->ptr] = block;
   CountAllocation(block, +1);
+  Record(TraceAction::kAlloc, block->ptr, size, stream,
+         history_.frames_on_alloc ? context : nullptr);
   return block->ptr;
 }
 
 BlockCache::Block* BlockCache::FindFreeBlock(size_t size, StreamId stream,
-                                             bool small) {
+                                             PoolId private_pool, bool small) {
   Pool& pool = PoolFor(small);
   Block probe;
+  probe.pool = private_pool;
   probe.stream = stream;
   probe.size = size;
   auto it = pool.lower_bound(&probe);
-  if (it == pool.end() || (*it)->stream != stream) return nullptr;
+  if (it == pool.end() || (*it)->stream != stream ||
+      (*it)->pool != private_pool) {
+    return nullptr;
+  }
   Block* block = *it;
-  pool.erase(it);
+  PoolErase(block);
   return block;
 }
 
-BlockCache::Block* BlockCache::AllocateSegment(size_t rounded, StreamId stream,
-                                               bool small) {
+BlockCache::Block* BlockCache::AllocateSegment(
+    size_t rounded, StreamId stream, PoolId pool, bool small,
+    const std::shared_ptr<c10::GatheredContext>& context) {
+  const std::shared_ptr<c10::GatheredContext> event_context =
+      history_.frames_on_alloc ? context : nullptr;
   const size_t segment = SegmentSize(rounded);
   const auto reserved = [&] {
     return static_cast<size_t>(
@@ -113,6 +134,7 @@ BlockCache::Block* BlockCache::AllocateSegment(size_t rounded, StreamId stream,
     ReleaseFreeSegments();
     if (reserved() + segment > reserved_limit_) {
       stats_.num_ooms += 1;
+      RecordOutOfMemory(rounded, stream, event_context);
       TORCH_CHECK_WITH(
           OutOfMemoryError, false, "openreg: out of memory on device ",
           static_cast<int>(device_), ": tried to allocate ", Bytes(rounded),
@@ -140,17 +162,22 @@ BlockCache::Block* BlockCache::AllocateSegment(size_t rounded, StreamId stream,
   if (error != Error::kSuccess) {
     const std::string message = memory_->LastErrorMessage();
     memory_->IgnoreError(error, "raised below with its message");
-    if (error == Error::kOutOfMemory) ThrowOutOfMemory(rounded, message);
+    if (error == Error::kOutOfMemory) {
+      RecordOutOfMemory(rounded, stream, event_context);
+      ThrowOutOfMemory(rounded, message);
+    }
     TORCH_CHECK(false, message);
   }
   Block* block = new Block();
   block->ptr = ptr;
   block->size = segment;
   block->stream = stream;
+  block->pool = pool;
   block->small_pool = small;
   Update(stats_.reserved_bytes, small, static_cast<int64_t>(segment));
   Update(stats_.segment, small, 1);
   stats_.num_device_alloc += 1;
+  Record(TraceAction::kSegmentAlloc, ptr, segment, stream, event_context);
   return block;
 }
 
@@ -163,6 +190,7 @@ BlockCache::Block* BlockCache::SplitIfWorthIt(Block* block, size_t size) {
   rest->ptr = static_cast<char*>(block->ptr) + size;
   rest->size = remaining;
   rest->stream = block->stream;
+  rest->pool = block->pool;
   rest->small_pool = block->small_pool;
   rest->prev = block;
   rest->next = block->next;
@@ -180,7 +208,7 @@ void BlockCache::InsertFree(Block* block) {
   // Merge with free neighbours of the same segment (blocks waiting for
   // other streams still count as allocated).
   if (Block* prev = block->prev; prev != nullptr && !prev->allocated) {
-    pool.erase(prev);
+    PoolErase(prev);
     prev->size += block->size;
     prev->next = block->next;
     if (block->next != nullptr) block->next->prev = prev;
@@ -188,22 +216,47 @@ void BlockCache::InsertFree(Block* block) {
     block = prev;
   }
   if (Block* next = block->next; next != nullptr && !next->allocated) {
-    pool.erase(next);
+    PoolErase(next);
     block->size += next->size;
     block->next = next->next;
     if (next->next != nullptr) next->next->prev = block;
     delete next;
   }
   pool.insert(block);
+  if (block->prev != nullptr || block->next != nullptr) {
+    CountInactiveSplit(block, +1);
+  }
+}
+
+void BlockCache::PoolErase(Block* block) {
+  PoolFor(block->small_pool).erase(block);
+  // A pooled block's neighbours change only through PoolErase and
+  // InsertFree, so it is split now exactly when it was at insertion.
+  if (block->prev != nullptr || block->next != nullptr) {
+    CountInactiveSplit(block, -1);
+  }
+}
+
+void BlockCache::CountInactiveSplit(const Block* block, int sign) {
+  Update(stats_.inactive_split, block->small_pool, sign);
+  Update(stats_.inactive_split_bytes, block->small_pool,
+         sign * static_cast<int64_t>(block->size));
 }
 
 void BlockCache::Free(void* ptr) {
+  const std::shared_ptr<c10::GatheredContext> context = MaybeGather(true);
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = active_.find(ptr);
   if (it == active_.end()) {
     auto adopted = adopted_.find(ptr);
     if (adopted == adopted_.end()) return;
-    const int64_t size = static_cast<int64_t>(adopted->second);
+    const int64_t size = static_cast<int64_t>(adopted->second.size);
+    const StreamId stream = adopted->second.stream;
+    // The daemon's allocation is its own segment, returned at once.
+    Record(TraceAction::kFreeRequested, ptr, size, stream, context);
+    Record(TraceAction::kFreeCompleted, ptr, size, stream,
+           history_.frames_on_alloc ? adopted->second.context : nullptr);
+    Record(TraceAction::kSegmentFree, ptr, size, stream, nullptr);
     adopted_.erase(adopted);
     Update(stats_.allocated_bytes, false, -size);
     Update(stats_.requested_bytes, false, -size);
@@ -220,6 +273,8 @@ void BlockCache::Free(void* ptr) {
   Block* block = it->second;
   active_.erase(it);
   CountAllocation(block, -1);
+  Record(TraceAction::kFreeRequested, block->ptr, block->requested,
+         block->stream, context);
   if (block->shared) {
     shared_freed_.push_back(block);
     return;
@@ -265,6 +320,7 @@ size_t BlockCache::CollectSharedLocked() {
 
 void BlockCache::Release(Block* block) {
   if (block->stream_uses.empty()) {
+    RecordFreeCompleted(block);
     InsertFree(block);
     return;
   }
@@ -313,6 +369,7 @@ void BlockCache::ProcessPendingFrees(bool wait) {
                          ready->events.end());
     Update(stats_.active_bytes, ready->block->small_pool,
            -static_cast<int64_t>(ready->block->size));
+    RecordFreeCompleted(ready->block);
     InsertFree(ready->block);
   }
   pending_.erase(it, pending_.end());
@@ -324,9 +381,11 @@ bool BlockCache::ReleaseFreeSegments() {
     Pool& pool = PoolFor(small);
     for (auto it = pool.begin(); it != pool.end();) {
       Block* block = *it;
-      if (block->prev != nullptr || block->next != nullptr) {
+      if (block->prev != nullptr || block->next != nullptr ||
+          (block->pool != 0 && !released_pools_.contains(block->pool))) {
         ++it;
-        continue;  // part of a segment still (partly) in use
+        continue;  // part of a segment still (partly) in use, or kept by
+                   // its private pool's owner
       }
       it = pool.erase(it);
       // Stream-ordered in the runtime: queued work on the memory finishes
@@ -336,6 +395,8 @@ bool BlockCache::ReleaseFreeSegments() {
       Update(stats_.reserved_bytes, small, -static_cast<int64_t>(block->size));
       Update(stats_.segment, small, -1);
       stats_.num_device_free += 1;
+      Record(TraceAction::kSegmentFree, block->ptr, block->size, block->stream,
+             nullptr);
       delete block;
       released = true;
     }
@@ -374,9 +435,14 @@ void BlockCache::RecordStream(void* ptr, StreamId stream) {
   }
 }
 
-void BlockCache::Adopt(void* ptr, size_t size) {
+void BlockCache::Adopt(void* ptr, size_t size, StreamId stream) {
+  const std::shared_ptr<c10::GatheredContext> context = MaybeGather(false);
   std::lock_guard<std::mutex> lock(mutex_);
-  adopted_[ptr] = size;
+  adopted_[ptr] =
+      Adopted{size, stream, history_.frames_on_blocks ? context : nullptr};
+  const auto event_context = history_.frames_on_alloc ? context : nullptr;
+  Record(TraceAction::kSegmentAlloc, ptr, size, stream, event_context);
+  Record(TraceAction::kAlloc, ptr, size, stream, event_context);
   const int64_t bytes = static_cast<int64_t>(size);
   Update(stats_.allocated_bytes, false, bytes);
   Update(stats_.requested_bytes, false, bytes);
@@ -385,6 +451,14 @@ void BlockCache::Adopt(void* ptr, size_t size) {
   Update(stats_.allocation, false, 1);
   Update(stats_.active, false, 1);
   Update(stats_.segment, false, 1);
+}
+
+void BlockCache::ReleasePool(PoolId pool) {
+  if (pool == 0) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  released_pools_.insert(pool);
+  ProcessPendingFrees(/*wait=*/false);
+  ReleaseFreeSegments();
 }
 
 void BlockCache::EmptyCache() {
@@ -408,24 +482,156 @@ c10::CachingDeviceAllocator::DeviceStats BlockCache::Stats() {
 
 void BlockCache::ResetPeakStats() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto* array : {&stats_.allocated_bytes, &stats_.reserved_bytes,
-                      &stats_.active_bytes, &stats_.requested_bytes,
-                      &stats_.allocation, &stats_.segment, &stats_.active}) {
+  for (auto* array :
+       {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+        &stats_.requested_bytes, &stats_.allocation, &stats_.segment,
+        &stats_.active, &stats_.inactive_split, &stats_.inactive_split_bytes}) {
     for (Stat& stat : *array) stat.peak = stat.current;
   }
 }
 
 void BlockCache::ResetAccumulatedStats() {
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto* array : {&stats_.allocated_bytes, &stats_.reserved_bytes,
-                      &stats_.active_bytes, &stats_.requested_bytes,
-                      &stats_.allocation, &stats_.segment, &stats_.active}) {
+  for (auto* array :
+       {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+        &stats_.requested_bytes, &stats_.allocation, &stats_.segment,
+        &stats_.active, &stats_.inactive_split, &stats_.inactive_split_bytes}) {
     for (Stat& stat : *array) stat.allocated = stat.freed = 0;
   }
   stats_.num_alloc_retries = 0;
   stats_.num_ooms = 0;
   stats_.num_device_alloc = 0;
   stats_.num_device_free = 0;
+}
+
+std::shared_ptr<c10::GatheredContext> BlockCache::MaybeGather(bool on_free) {
+  const GatherContextFn gather = (on_free ? gather_on_free_ : gather_on_alloc_)
+                                     .load(std::memory_order_relaxed);
+  return gather == nullptr ? nullptr : gather();
+}
+
+void BlockCache::Record(TraceAction action, const void* addr, size_t size,
+                        StreamId stream,
+                        const std::shared_ptr<c10::GatheredContext>& context) {
+  if (!history_.record_trace || history_.max_entries == 0 ||
+      (history_.skip_actions >> static_cast<unsigned>(action)) & 1u) {
+    return;
+  }
+  TraceEntry entry;
+  entry.action = action;
+  entry.addr = reinterpret_cast<uintptr_t>(addr);
+  entry.size = size;
+  entry.stream = stream;
+  entry.time_us = NowMicros();
+  entry.context = context;
+  if (trace_.size() < history_.max_entries) {
+    trace_.push_back(std::move(entry));
+    return;
+  }
+  // Full: the oldest entry makes room, as in CUDA's allocator.
+  trace_[trace_next_] = std::move(entry);
+  trace_next_ = (trace_next_ + 1) % history_.max_entries;
+}
+
+void BlockCache::RecordOutOfMemory(
+    size_t size, StreamId stream,
+    const std::shared_ptr<c10::GatheredContext>& context) {
+  if (!history_.record_trace) return;
+  Record(TraceAction::kOom, nullptr, size, stream, context);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  if (const Error asked = memory_->MemGetInfo(&free_bytes, &total_bytes);
+      asked != Error::kSuccess) {
+    memory_->IgnoreError(asked, "the oom event says 0 bytes free");
+    return;
+  }
+  // The entry just recorded is the newest one of the ring.
+  if (!trace_.empty()) {
+    TraceEntry& entry =
+        trace_[(trace_next_ + trace_.size() - 1) % trace_.size()];
+    if (entry.action == TraceAction::kOom) entry.device_free = free_bytes;
+  }
+}
+
+void BlockCache::RecordFreeCompleted(Block* block) {
+  Record(TraceAction::kFreeCompleted, block->ptr, block->requested,
+         block->stream, history_.frames_on_alloc ? block->context : nullptr);
+  block->context.reset();  // a cached block has no owner
+}
+
+void BlockCache::SetHistory(const HistorySettings& settings, bool clear) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  history_ = settings;
+  gather_on_alloc_.store(settings.frames_on_blocks || settings.frames_on_alloc
+                             ? settings.gather
+                             : nullptr,
+                         std::memory_order_relaxed);
+  gather_on_free_.store(settings.frames_on_free ? settings.gather : nullptr,
+                        std::memory_order_relaxed);
+  // Oldest first again, then only the newest max_entries kept.
+  std::rotate(trace_.begin(), trace_.begin() + trace_next_, trace_.end());
+  trace_next_ = 0;
+  if (clear) trace_.clear();
+  if (settings.record_trace && trace_.size() > settings.max_entries) {
+    trace_.erase(trace_.begin(), trace_.end() - settings.max_entries);
+  }
+}
+
+CacheSnapshot BlockCache::Snapshot() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  CacheSnapshot snapshot;
+  absl::flat_hash_set<const Block*> pending;
+  for (const PendingFree& free : pending_) pending.insert(free.block);
+  for (const Block* block : shared_freed_) pending.insert(block);
+  // Every block belongs to one segment, whose first block has no prev.
+  std::vector<Block*> heads;
+  absl::flat_hash_set<Block*> seen;
+  auto add = [&](Block* block) {
+    while (block->prev != nullptr) block = block->prev;
+    if (seen.insert(block).second) heads.push_back(block);
+  };
+  for (const auto& [ptr, block] : active_) add(block);
+  for (Block* block : small_blocks_) add(block);
+  for (Block* block : large_blocks_) add(block);
+  for (const PendingFree& free : pending_) add(free.block);
+  for (Block* block : shared_freed_) add(block);
+  for (Block* head : heads) {
+    SegmentState& segment = snapshot.segments.emplace_back();
+    segment.address = reinterpret_cast<uintptr_t>(head->ptr);
+    segment.stream = head->stream;
+    segment.pool = head->pool;
+    segment.small = head->small_pool;
+    for (const Block* block = head; block != nullptr; block = block->next) {
+      BlockState& state = segment.blocks.emplace_back();
+      state.address = reinterpret_cast<uintptr_t>(block->ptr);
+      state.size = block->size;
+      segment.total_size += block->size;
+      if (!block->allocated) continue;  // "inactive", nothing requested
+      state.requested_size = block->requested;
+      state.state =
+          pending.contains(block) ? "active_pending_free" : "active_allocated";
+      state.context = block->context;
+    }
+  }
+  for (const auto& [ptr, adopted] : adopted_) {
+    SegmentState& segment = snapshot.segments.emplace_back();
+    segment.address = reinterpret_cast<uintptr_t>(ptr);
+    segment.total_size = adopted.size;
+    segment.stream = adopted.stream;
+    segment.blocks.push_back(BlockState{segment.address, adopted.size,
+                                        adopted.size, "active_allocated",
+                                        adopted.context});
+  }
+  std::sort(snapshot.segments.begin(), snapshot.segments.end(),
+            [](const SegmentState& a, const SegmentState& b) {
+              return a.address < b.address;
+            });
+  snapshot.trace.reserve(trace_.size());
+  snapshot.trace.insert(snapshot.trace.end(), trace_.begin() + trace_next_,
+                        trace_.end());
+  snapshot.trace.insert(snapshot.trace.end(), trace_.begin(),
+                        trace_.begin() + trace_next_);
+  return snapshot;
 }
 
 }  // namespace openreg::torch_backend

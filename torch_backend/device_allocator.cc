@@ -1,6 +1,7 @@
 #include "torch_backend/device_allocator.h"
 
 #include <array>
+#include <atomic>
 #include <mutex>
 
 #include "data_plane/device_address.h"
@@ -13,18 +14,37 @@
 namespace openreg::torch_backend {
 namespace {
 
+// The history settings every cache follows (RecordHistory), also those
+// created later. Leaked like the caches.
+struct History {
+  std::mutex mutex;
+  HistorySettings settings;
+};
+History& GlobalHistory() {
+  static auto* history = new History();
+  return *history;
+}
+
+std::array<std::atomic<BlockCache*>, kMaxDevices>& Caches() {
+  static auto* caches = new std::array<std::atomic<BlockCache*>, kMaxDevices>();
+  return *caches;
+}
+
 // One cache per device, created on first use and leaked on purpose:
 // tensors may be freed during static destruction.
 BlockCache& CacheFor(c10::DeviceIndex device) {
   TORCH_CHECK(device >= 0 && device < kMaxDevices,
               "openreg: invalid device index ", static_cast<int>(device));
-  static auto* caches = new std::array<BlockCache*, kMaxDevices>();
   static auto* once = new std::array<std::once_flag, kMaxDevices>();
   std::call_once((*once)[device], [device] {
-    (*caches)[device] =
+    auto* cache =
         new BlockCache(device, std::make_unique<RuntimeDeviceMemory>(device));
+    History& history = GlobalHistory();
+    std::lock_guard<std::mutex> lock(history.mutex);
+    cache->SetHistory(history.settings, /*clear=*/false);
+    Caches()[device].store(cache, std::memory_order_release);
   });
-  return *(*caches)[device];
+  return *Caches()[device].load(std::memory_order_acquire);
 }
 
 void DeleteDeviceMemory(void* ptr) {
@@ -33,6 +53,9 @@ void DeleteDeviceMemory(void* ptr) {
       DeviceOfAddress(reinterpret_cast<uint64_t>(ptr)));
   CacheFor(device).Free(ptr);
 }
+
+// This thread's private pool per device (use_mem_pool); 0 = default.
+thread_local std::array<PoolId, kMaxDevices> thread_pools{};
 
 c10::Device CurrentDevice() {
   int device = 0;
@@ -49,7 +72,8 @@ c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
   // Blocks are cached per stream: reuse on the stream that freed a block
   // is ordered by the stream itself, as with CUDA's caching allocator.
   const auto stream = static_cast<StreamId>(CurrentStream(device.index()).id());
-  void* ptr = CacheFor(device.index()).Allocate(nbytes, stream);
+  void* ptr = CacheFor(device.index())
+                  .Allocate(nbytes, stream, thread_pools[device.index()]);
   return c10::DataPtr(ptr, ptr, &DeleteDeviceMemory, device);
 }
 
@@ -57,7 +81,8 @@ c10::DataPtr DeviceAllocator::Adopt(void* device_ptr, size_t nbytes,
                                     c10::DeviceIndex device) {
   const c10::Device where(c10::DeviceType::PrivateUse1, device);
   if (device_ptr == nullptr) return c10::DataPtr(nullptr, where);
-  CacheFor(device).Adopt(device_ptr, nbytes);
+  CacheFor(device).Adopt(device_ptr, nbytes,
+                         static_cast<StreamId>(CurrentStream(device).id()));
   return c10::DataPtr(device_ptr, device_ptr, &DeleteDeviceMemory, where);
 }
 
@@ -132,6 +157,58 @@ void DeviceAllocator::SetMemoryFraction(double fraction,
                                         c10::DeviceIndex device) {
   const std::pair<size_t, size_t> info = getMemoryInfo(device);
   CacheFor(device).SetMemoryFraction(fraction, info.second);
+}
+
+void* DeviceAllocator::RawAlloc(size_t size, c10::DeviceIndex device,
+                                StreamId stream) {
+  if (size == 0) return nullptr;
+  return CacheFor(device).Allocate(size, stream, thread_pools[device]);
+}
+
+PoolId DeviceAllocator::CreatePool() {
+  static std::atomic<PoolId> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+PoolId DeviceAllocator::SetThreadPool(c10::DeviceIndex device, PoolId pool) {
+  TORCH_CHECK(device >= 0 && device < kMaxDevices,
+              "openreg: invalid device index ", static_cast<int>(device));
+  const PoolId previous = thread_pools[device];
+  thread_pools[device] = pool;
+  return previous;
+}
+
+void DeviceAllocator::ReleasePool(PoolId pool) {
+  for (std::atomic<BlockCache*>& cache : Caches()) {
+    BlockCache* created = cache.load(std::memory_order_acquire);
+    if (created != nullptr) created->ReleasePool(pool);
+  }
+}
+
+void DeviceAllocator::RawDelete(void* ptr) { DeleteDeviceMemory(ptr); }
+
+void DeviceAllocator::RecordHistory(const HistorySettings& settings,
+                                    bool clear) {
+  History& history = GlobalHistory();
+  std::lock_guard<std::mutex> lock(history.mutex);
+  history.settings = settings;
+  for (std::atomic<BlockCache*>& cache : Caches()) {
+    BlockCache* created = cache.load(std::memory_order_acquire);
+    if (created != nullptr) created->SetHistory(settings, clear);
+  }
+}
+
+std::vector<std::pair<c10::DeviceIndex, CacheSnapshot>>
+DeviceAllocator::Snapshots() {
+  std::vector<std::pair<c10::DeviceIndex, CacheSnapshot>> snapshots;
+  for (int device = 0; device < kMaxDevices; ++device) {
+    BlockCache* cache = Caches()[device].load(std::memory_order_acquire);
+    if (cache != nullptr) {
+      snapshots.emplace_back(static_cast<c10::DeviceIndex>(device),
+                             cache->Snapshot());
+    }
+  }
+  return snapshots;
 }
 
 DeviceAllocator& GetDeviceAllocator() {

@@ -7,6 +7,11 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "openreg/runtime.h"
+#include "torch_backend/block_cache.h"
 
 namespace openreg::torch_backend {
 
@@ -40,6 +45,25 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   // Returns freed shared blocks nobody holds open any more to the caches
   // (torch.openreg.ipc_collect); returns how many are still held.
   size_t CollectShared();
+
+  // torch.openreg.caching_allocator_alloc / _delete: a block of `size`
+  // bytes on `device` for use on `stream`, freed by RawDelete.
+  void* RawAlloc(size_t size, c10::DeviceIndex device, StreamId stream);
+  void RawDelete(void* ptr);
+
+  // Private pools (torch.openreg.MemPool / use_mem_pool): a new pool id,
+  // routing this thread's allocations on `device` to `pool` (0: the
+  // default pool; returns the previous one), and the pool's release when
+  // its owner is gone (on every device).
+  PoolId CreatePool();
+  PoolId SetThreadPool(c10::DeviceIndex device, PoolId pool);
+  void ReleasePool(PoolId pool);
+
+  // torch.openreg.memory._record_memory_history: applies to every device,
+  // including those first used later.
+  void RecordHistory(const HistorySettings& settings, bool clear);
+  // Each used device's segments and recorded events (_snapshot).
+  std::vector<std::pair<c10::DeviceIndex, CacheSnapshot>> Snapshots();
 };
 
 DeviceAllocator& GetDeviceAllocator();

@@ -14,6 +14,7 @@
 #include "torch_backend/ignored_error.h"
 #include "torch_backend/kernel_warnings.h"
 #include "torch_backend/runtime_error.h"
+#include "torch_backend/sync_debug.h"
 
 namespace openreg::torch_backend {
 namespace {
@@ -367,6 +368,9 @@ bool DeviceGuardImpl::queryStream(const c10::Stream& stream) const {
 }
 
 void DeviceGuardImpl::synchronizeStream(const c10::Stream& stream) const {
+  // As CUDA's CUDAStream::synchronize (stream_synchronize) does; device
+  // and event synchronization do not count there either.
+  WarnOrErrorOnSync("Stream.synchronize()");
   OPENREG_CHECK(StreamSynchronize(static_cast<StreamId>(stream.id())));
   RaisePendingKernelWarnings();
 }

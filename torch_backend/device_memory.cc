@@ -36,6 +36,10 @@ Error RuntimeDeviceMemory::ImportCount(const void* ptr, size_t size,
   return openreg::IpcImportCount(ptr, size, opens);
 }
 
+Error RuntimeDeviceMemory::MemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  return openreg::MemGetInfo(free_bytes, total_bytes, device_);
+}
+
 Error RuntimeDeviceMemory::CreateEvent(EventId* event) {
   return OnDevice(device_,
                   [&] { return EventCreate(event, kEventDisableTiming); });

@@ -30,6 +30,9 @@ class DeviceMemory {
   // Opens by other processes, not yet closed, of IPC handles inside
   // [ptr, ptr + size).
   virtual Error ImportCount(const void* ptr, size_t size, uint64_t* opens) = 0;
+  // Free and total bytes of the device, all clients together (the
+  // history's "oom" events record what was free).
+  virtual Error MemGetInfo(size_t* free_bytes, size_t* total_bytes) = 0;
 
   // The message of the last failure on this thread.
   virtual std::string LastErrorMessage() = 0;
@@ -50,6 +53,7 @@ class RuntimeDeviceMemory : public DeviceMemory {
   Error QueryEvent(EventId event) override;
   Error SynchronizeEvent(EventId event) override;
   Error ImportCount(const void* ptr, size_t size, uint64_t* opens) override;
+  Error MemGetInfo(size_t* free_bytes, size_t* total_bytes) override;
   std::string LastErrorMessage() override;
   void IgnoreError(Error error, const char* reason) override;
 

@@ -25,7 +25,9 @@
 #include "torch_backend/kernels/quantized_ops.h"
 #include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
+#include "torch_backend/memory_bindings.h"
 #include "torch_backend/runtime_error.h"
+#include "torch_backend/sync_debug.h"
 
 namespace openreg::torch_backend {
 namespace {
@@ -133,6 +135,13 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_sync_timeout",
         [](double seconds) { OPENREG_CHECK(SetSyncTimeout(seconds)); });
   m.def("_get_sync_timeout", &GetSyncTimeout);
+  // Checked in Python (torch.openreg.set_sync_debug_mode): 0, 1 or 2.
+  m.def(
+      "_set_sync_debug_mode",
+      [](int mode) { SetSyncDebugMode(static_cast<SyncDebugMode>(mode)); },
+      py::arg("mode"));
+  m.def("_get_sync_debug_mode",
+        [] { return static_cast<int>(GetSyncDebugMode()); });
   m.def("_get_device_properties", &DeviceProperties, py::arg("device"));
   m.def("_mem_get_info", &MemoryInfo, py::arg("device"));
   m.def(
@@ -148,6 +157,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_in_bad_fork", &InForkedChild);
   RegisterFaultBindings(m);
   RegisterIpcBindings(m);
+  RegisterMemoryBindings(m);
   RegisterOcclBindings(m);
   // Streams, for torch.openreg.streams (the device guard's thread-local
   // current streams and the per-device stream pools).
@@ -182,6 +192,17 @@ PYBIND11_MODULE(_C, m) {
                         static_cast<c10::StreamId>(stream_id)));
       },
       py::arg("stream_id"), py::arg("device"));
+  m.def(
+      "_stream_device",
+      [](int64_t stream_id) {
+        TORCH_CHECK_VALUE(stream_id >= 0 && stream_id <= UINT32_MAX,
+                          "openreg: ", stream_id, " is not a stream id");
+        int device = 0;
+        OPENREG_CHECK(
+            StreamGetDevice(static_cast<StreamId>(stream_id), &device));
+        return device;
+      },
+      py::arg("stream_id"));
   m.attr("_stream_priority_range") =
       py::make_tuple(kLeastStreamPriority, kGreatestStreamPriority);
   m.attr("_pool_streams_per_priority") = kPoolStreamsPerPriority;

@@ -24,6 +24,7 @@
 #include "torch_backend/kernel_warnings.h"
 #include "torch_backend/kernels/remote_launch.h"
 #include "torch_backend/runtime_error.h"
+#include "torch_backend/sync_debug.h"
 
 namespace openreg::torch_backend {
 namespace {
@@ -235,6 +236,11 @@ bool IsPinnedTensor(const at::Tensor& tensor) {
 void CopyPinned(void* dst, const void* src, size_t nbytes, MemcpyKind kind,
                 const at::Tensor& pinned, c10::DeviceIndex device,
                 bool non_blocking) {
+  if (!non_blocking) {
+    WarnOrErrorOnSync(kind == MemcpyKind::kDeviceToHost
+                          ? "a blocking copy from the device to pinned memory"
+                          : "a blocking copy from pinned memory to the device");
+  }
   const c10::Stream stream = CurrentStream(device);
   const StreamId stream_id = static_cast<StreamId>(stream.id());
   StampCommandPhase();

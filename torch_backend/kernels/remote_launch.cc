@@ -11,6 +11,7 @@
 #include "torch_backend/kernel_warnings.h"
 #include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
+#include "torch_backend/sync_debug.h"
 
 namespace openreg::torch_backend {
 namespace {
@@ -121,6 +122,12 @@ std::vector<c10::Warning> LaunchChecked(const c10::OperatorHandle& op,
 proto::OpReply LaunchSync(const c10::OperatorHandle& op,
                           c10::ArrayRef<c10::IValue> arguments,
                           c10::DeviceIndex device) {
+  if (SyncDebugEnabled()) {
+    WarnOrErrorOnSyncSlow(
+        c10::toString(op.operator_name()) +
+        " (its result's shape depends on the data, or it has no Meta "
+        "kernel: the daemon runs it before the call returns)");
+  }
   proto::LaunchOp launch;
   EncodeLaunch(op, arguments, device, &launch);
   launch.set_synchronous(true);
@@ -140,6 +147,9 @@ void CopyHostToDevice(void* device_dst, const void* host_src, size_t nbytes,
 void CopyDeviceToHost(void* host_dst, const void* device_src, size_t nbytes,
                       c10::DeviceIndex device) {
   if (nbytes == 0) return;
+  WarnOrErrorOnSync(
+      "a copy from the device to the host (.item(), .cpu(), .tolist(), "
+      "copy_ to a CPU tensor)");
   const StreamId stream = CurrentStreamId(device);
   OPENREG_CHECK(MemcpyAsync(host_dst, device_src, nbytes,
                             MemcpyKind::kDeviceToHost, stream));

@@ -9,22 +9,32 @@ from torch_openreg import _C
 
 # The submodules' names (memory, random, streams, amp) are added at the end.
 __all__ = [
+    "OutOfMemoryError",
+    "can_device_access_peer",
     "current_device",
     "daemon_stats",
     "device",
     "device_count",
+    "device_of",
+    "get_arch_list",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_sync_debug_mode",
     "get_sync_timeout",
     "init",
     "is_available",
     "is_bf16_supported",
     "is_initialized",
     "set_device",
+    "set_sync_debug_mode",
     "set_sync_timeout",
     "synchronize",
 ]
+
+
+# As torch.cuda.OutOfMemoryError: what a failed device allocation raises.
+OutOfMemoryError = torch.OutOfMemoryError
 
 
 def _index(device):
@@ -87,6 +97,44 @@ def get_sync_timeout():
     return _C._get_sync_timeout()
 
 
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode):
+    """As torch.cuda.set_sync_debug_mode: "warn" (or 1) makes every call
+    that waits for the device issue a UserWarning, "error" (or 2) makes it
+    raise RuntimeError, "default" (or 0) turns the check off. A wait costs
+    a daemon round trip here, so hidden ones are worth finding.
+
+    What counts: copies to the host that wait (``.item()``, ``.cpu()``,
+    ``.tolist()``, ``copy_`` to a CPU tensor), blocking copies with pinned
+    memory, ``Stream.synchronize()``, and ops the daemon must run before
+    the call returns (output shapes that depend on the data, such as
+    ``nonzero`` and ``masked_select``). As on CUDA, ``synchronize()`` and
+    ``Event.synchronize()`` do not count. Process-wide."""
+    if isinstance(debug_mode, bool) or not isinstance(debug_mode, (int, str)):
+        raise TypeError(
+            "set_sync_debug_mode: expected one of \"default\", \"warn\", "
+            f"\"error\" or 0, 1, 2; got {type(debug_mode).__name__}")
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise ValueError(
+                f"set_sync_debug_mode: invalid mode {debug_mode!r}; expected "
+                "one of \"default\", \"warn\", \"error\" (or 0, 1, 2)")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    elif debug_mode not in (0, 1, 2):
+        raise ValueError(
+            f"set_sync_debug_mode: invalid mode {debug_mode}; expected one "
+            "of 0 (\"default\"), 1 (\"warn\"), 2 (\"error\")")
+    _C._set_sync_debug_mode(debug_mode)
+
+
+def get_sync_debug_mode():
+    """The sync debug mode as torch.cuda's returns it: 0 (default), 1
+    (warn) or 2 (error)."""
+    return _C._get_sync_debug_mode()
+
+
 class device:
     """Context manager that changes the current openreg device."""
 
@@ -105,6 +153,44 @@ class device:
         if self.index >= 0 and self.previous != self.index:
             _C._set_device(self.previous)
         return False
+
+
+class device_of(device):
+    """Context manager that makes the device of `obj` (a tensor or
+    storage) current; does nothing for an object not on openreg."""
+
+    def __init__(self, obj):
+        on_openreg = obj.device.type == "openreg"
+        super().__init__(obj.get_device() if on_openreg else None)
+
+
+def can_device_access_peer(device, peer_device):
+    """True for any two devices of the daemon: copies between them run
+    in the daemon, which holds every device's memory (as torch.cuda's,
+    invalid indices raise)."""
+    count = device_count()
+    index, peer = _index(device), _index(peer_device)
+    if not 0 <= index < count:
+        raise ValueError(f"can_device_access_peer: invalid device {index}; "
+                         f"the daemon has {count} device(s)")
+    if not 0 <= peer < count:
+        raise ValueError(f"can_device_access_peer: invalid peer device "
+                         f"{peer}; the daemon has {count} device(s)")
+    return True
+
+
+def get_arch_list():
+    """One name per distinct capability of the daemon's devices,
+    "openreg_<major><minor>" (as torch.cuda's lists "sm_<major><minor>"
+    names); [] when no daemon is reachable. openreg kernels are the
+    daemon's ATen CPU kernels, so there is no binary per architecture."""
+    names = []
+    for index in range(device_count()):
+        major, minor = get_device_capability(index)
+        name = f"openreg_{major}{minor}"
+        if name not in names:
+            names.append(name)
+    return names
 
 
 class _DeviceProperties:
@@ -145,10 +231,10 @@ def is_bf16_supported(including_emulation=True):
 
 
 def _counters(entry, text=()):
-    """`entry` of the stats JSON with its counters as ints (64-bit
-    integers arrive as strings); the fields in `text` are kept."""
-    return {key: value if key in text else int(value)
-            for key, value in entry.items()}
+    """`entry` of the stats JSON with its 64-bit counters as ints (they
+    arrive as strings); the fields in `text`, and numbers, are kept."""
+    return {key: int(value) if isinstance(value, str) and key not in text
+            else value for key, value in entry.items()}
 
 
 def _communicator(entry):
@@ -181,7 +267,7 @@ def daemon_stats():
     reply = json.loads(_C._daemon_stats())
     devices = []
     for device in reply.get("devices", []):
-        entry = _counters(device, text=("state", "faults_fired"))
+        entry = _counters(device, text=("state", "faults_fired", "name"))
         entry["faults_fired"] = _counters(entry["faults_fired"])
         devices.append(entry)
     return {

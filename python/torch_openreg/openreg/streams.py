@@ -22,6 +22,7 @@ from torch_openreg import _C
 
 __all__ = [
     "Event",
+    "ExternalStream",
     "Stream",
     "StreamContext",
     "current_stream",
@@ -113,6 +114,34 @@ class Stream(torch.Stream):
 
     def __repr__(self):
         return (f"<torch.openreg.Stream device={self.device} "
+                f"stream_id={self.stream_id}>")
+
+
+class ExternalStream(Stream):
+    """Wraps an openreg stream created outside torch_openreg's pools, as
+    torch.cuda.ExternalStream wraps a cudaStream_t: `stream_ptr` is the
+    runtime's stream id (``openreg::StreamCreate`` in a C++ extension, or
+    a Stream's ``stream_id``). It must be a live stream of this process's
+    session; its device is asked of the runtime, and `device`, when
+    given, must match it."""
+
+    def __new__(cls, stream_ptr, device=None, **kwargs):
+        if not isinstance(stream_ptr, int) or isinstance(stream_ptr, bool):
+            raise TypeError("ExternalStream: stream_ptr must be the int id "
+                            f"of an openreg stream, got "
+                            f"{type(stream_ptr).__name__}")
+        index = _C._stream_device(stream_ptr)
+        if device is not None and _device_index(device) != index:
+            raise ValueError(
+                f"ExternalStream: stream {stream_ptr} is on openreg:{index}, "
+                f"not on {device}")
+        # The device type's enum value, as the runtime's streams carry it.
+        device_type = _C._default_stream(index)[2]
+        return super().__new__(cls, stream_id=stream_ptr, device_index=index,
+                               device_type=device_type)
+
+    def __repr__(self):
+        return (f"<torch.openreg.ExternalStream device={self.device} "
                 f"stream_id={self.stream_id}>")
 
 
