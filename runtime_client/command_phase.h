@@ -1,6 +1,7 @@
 // The command phase (proto::CommandPhase) and the profiler's correlation id
-// of the calling thread, stamped on every command it submits; and arming faults for a session, including the
-// plan in $OPENREG_FAULT_PLAN when the session attaches.
+// of the calling thread, stamped on every command it submits; and arming faults
+// for a session, including the plan in $OPENREG_FAULT_PLAN when the session
+// attaches.
 #ifndef OPENREG_RUNTIME_CLIENT_COMMAND_PHASE_H_
 #define OPENREG_RUNTIME_CLIENT_COMMAND_PHASE_H_
 

@@ -97,6 +97,7 @@ void* BlockCache::Allocate(size_t size, StreamId stream, PoolId pool) {
   block->context = history_.frames_on_blocks ? context : nullptr;
   active_[block->ptr] = block;
   CountAllocation(block, +1);
+  ReportToProfiler(block->ptr, static_cast<int64_t>(block->size));
   Record(TraceAction::kAlloc, block->ptr, size, stream,
          history_.frames_on_alloc ? context : nullptr);
   return block->ptr;
@@ -266,6 +267,7 @@ void BlockCache::Free(void* ptr) {
     Update(stats_.active, false, -1);
     Update(stats_.segment, false, -1);
     stats_.num_device_free += 1;
+    ReportToProfiler(ptr, -size);
     memory_->IgnoreError(memory_->Free(ptr),
                          "a lost daemon took the memory with it");
     return;
@@ -273,6 +275,7 @@ void BlockCache::Free(void* ptr) {
   Block* block = it->second;
   active_.erase(it);
   CountAllocation(block, -1);
+  ReportToProfiler(block->ptr, -static_cast<int64_t>(block->size));
   Record(TraceAction::kFreeRequested, block->ptr, block->requested,
          block->stream, context);
   if (block->shared) {
@@ -435,6 +438,16 @@ void BlockCache::RecordStream(void* ptr, StreamId stream) {
   }
 }
 
+void BlockCache::ReportToProfiler(void* ptr, int64_t bytes) const {
+  // torch.profiler(profile_memory=True): one check of a thread-local while
+  // it is off.
+  if (!c10::memoryProfilingEnabled()) return;
+  c10::reportMemoryUsageToProfiler(
+      ptr, bytes, static_cast<size_t>(stats_.allocated_bytes[0].current),
+      static_cast<size_t>(stats_.reserved_bytes[0].current),
+      c10::Device(c10::DeviceType::PrivateUse1, device_));
+}
+
 void BlockCache::Adopt(void* ptr, size_t size, StreamId stream) {
   const std::shared_ptr<c10::GatheredContext> context = MaybeGather(false);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -451,6 +464,7 @@ void BlockCache::Adopt(void* ptr, size_t size, StreamId stream) {
   Update(stats_.allocation, false, 1);
   Update(stats_.active, false, 1);
   Update(stats_.segment, false, 1);
+  ReportToProfiler(ptr, bytes);
 }
 
 void BlockCache::ReleasePool(PoolId pool) {

@@ -167,6 +167,9 @@ class BlockCache {
   Block* AllocateSegment(size_t size, StreamId stream, PoolId pool, bool small,
                          const std::shared_ptr<c10::GatheredContext>& context);
   Block* SplitIfWorthIt(Block* block, size_t size);
+  // Tells torch.profiler (profile_memory=True) about an allocation (bytes
+  // > 0) or a free (bytes < 0), with the totals after it.
+  void ReportToProfiler(void* ptr, int64_t bytes) const;
   void InsertFree(Block* block);
   // Takes a free block out of its pool. Free blocks that share their
   // segment with others are counted as inactive_split (memory_summary's

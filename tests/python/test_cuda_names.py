@@ -206,5 +206,37 @@ def test_the_new_names_are_exported():
         assert hasattr(torch.cuda, "memory_summary")  # the model followed
 
 
+def test_utilization_is_the_daemons_share_of_the_last_second_busy():
+    import time
+
+    time.sleep(1.1)  # a window without work from the tests before
+    assert torch.openreg.utilization(0) == 0
+    a = torch.randn(256, 256, device="openreg:1")
+    for _ in range(200):
+        a = torch.tanh(a @ a)
+    torch.openreg.synchronize(1)
+    assert 0 < torch.openreg.utilization(1) <= 100
+    assert torch.openreg.utilization(0) == 0
+    with pytest.raises(ValueError, match="openreg device 5 does not exist"):
+        torch.openreg.utilization(5)
+
+
+def test_list_gpu_processes_names_this_process_with_its_memory():
+    import os
+
+    held = torch.empty(5 * 1024 * 1024, dtype=torch.uint8, device="openreg:1")
+    torch.openreg.synchronize(1)
+    text = torch.openreg.list_gpu_processes(1)
+    lines = text.splitlines()
+    assert lines[0] == "GPU:1"
+    mine = [line for line in lines if f" {os.getpid()} uses " in line]
+    assert len(mine) == 1, text
+    assert float(mine[0].split()[3]) >= 5.0 and mine[0].endswith(
+        "MB GPU memory")
+    del held
+    with pytest.raises(ValueError, match="openreg device 9 does not exist"):
+        torch.openreg.list_gpu_processes(9)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))

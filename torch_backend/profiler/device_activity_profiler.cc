@@ -1,14 +1,13 @@
 #include "torch_backend/profiler/device_activity_profiler.h"
 
+#include <GenericTraceActivity.h>
+#include <libkineto.h>  // CpuTraceBuffer
 #include <time.h>
+#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
 #include <cstdint>
 #include <utility>
 #include <vector>
-
-#include <GenericTraceActivity.h>
-#include <libkineto.h>  // CpuTraceBuffer
-#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
 #include "absl/strings/str_cat.h"
 #include "openreg/launch.h"
@@ -74,16 +73,16 @@ class DeviceActivitySession final : public libkineto::IActivityProfilerSession {
     unix_minus_monotonic_ns_ =
         ClockNanoseconds(CLOCK_REALTIME) - ClockNanoseconds(CLOCK_MONOTONIC);
     if (error != Error::kSuccess) {
-      errors_.push_back(absl::StrCat("openreg: reading the device timeline: ",
-                                     ErrorName(error), ": ",
-                                     reply.status().message()));
+      errors_.push_back(absl::StrCat(
+          "openreg: reading the device timeline: ", ErrorName(error), ": ",
+          reply.status().message()));
       return;
     }
     if (reply.dropped() > 0) {
-      errors_.push_back(absl::StrCat(
-          "openreg: the device timeline holds the first ",
-          reply.activities_size(), " commands; ", reply.dropped(),
-          " later ones were not recorded"));
+      errors_.push_back(
+          absl::StrCat("openreg: the device timeline holds the first ",
+                       reply.activities_size(), " commands; ", reply.dropped(),
+                       " later ones were not recorded"));
     }
     activities_.assign(reply.activities().begin(), reply.activities().end());
     status_ = libkineto::TraceStatus::READY;
@@ -183,9 +182,9 @@ const std::string& DeviceActivityProfiler::name() const {
 
 const std::set<ActivityType>& DeviceActivityProfiler::availableActivities()
     const {
-  static const std::set<ActivityType> kTypes = {
-      ActivityType::CONCURRENT_KERNEL, ActivityType::GPU_MEMCPY,
-      ActivityType::GPU_MEMSET};
+  static const std::set<ActivityType> kTypes = {ActivityType::CONCURRENT_KERNEL,
+                                                ActivityType::GPU_MEMCPY,
+                                                ActivityType::GPU_MEMSET};
   return kTypes;
 }
 

@@ -18,19 +18,18 @@
 #ifndef OPENREG_TORCH_BACKEND_PROFILER_DEVICE_ACTIVITY_PROFILER_H_
 #define OPENREG_TORCH_BACKEND_PROFILER_DEVICE_ACTIVITY_PROFILER_H_
 
+#include <IActivityProfiler.h>
+
 #include <memory>
 #include <set>
 #include <string>
-
-#include <IActivityProfiler.h>
 
 namespace openreg::torch_backend {
 
 class DeviceActivityProfiler final : public libkineto::IActivityProfiler {
  public:
   const std::string& name() const override;
-  const std::set<libkineto::ActivityType>& availableActivities()
-      const override;
+  const std::set<libkineto::ActivityType>& availableActivities() const override;
   // Null when none of the requested types is the device's (a CPU-only
   // profile): openreg then stays out of the way.
   std::unique_ptr<libkineto::IActivityProfilerSession> configure(

@@ -12,6 +12,9 @@
 // off and reads it once; the time between two markers is the daemon's run
 // time of the stream's commands submitted between them. So an op costs no
 // daemon round trip while the profile runs.
+#include <c10/util/ApproximateClock.h>
+#include <torch/csrc/profiler/stubs/base.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -20,9 +23,6 @@
 #include <mutex>
 #include <tuple>
 #include <utility>
-
-#include <c10/util/ApproximateClock.h>
-#include <torch/csrc/profiler/stubs/base.h>
 
 #include "openreg/launch.h"
 #include "openreg/runtime.h"
@@ -56,9 +56,8 @@ class OpenregProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
   }
 
   // Microseconds, as torch's other stubs return.
-  float elapsed(
-      const torch::profiler::impl::ProfilerVoidEventStub* start_event,
-      const torch::profiler::impl::ProfilerVoidEventStub* end_event)
+  float elapsed(const torch::profiler::impl::ProfilerVoidEventStub* start_event,
+                const torch::profiler::impl::ProfilerVoidEventStub* end_event)
       const override {
     const auto* start = static_cast<const DeviceMarker*>(start_event->get());
     const auto* end = static_cast<const DeviceMarker*>(end_event->get());
@@ -69,7 +68,8 @@ class OpenregProfilerStubs final : public torch::profiler::impl::ProfilerStubs {
     std::lock_guard<std::mutex> lock(mutex_);
     ReadTraceLocked();
     int64_t nanoseconds = 0;
-    auto it = runs_.upper_bound({start->device, start->stream, start->sequence});
+    auto it =
+        runs_.upper_bound({start->device, start->stream, start->sequence});
     for (; it != runs_.end(); ++it) {
       const auto& [device, stream, sequence] = it->first;
       if (device != end->device || stream != end->stream ||

@@ -30,6 +30,7 @@ __all__ = [
     "set_sync_debug_mode",
     "set_sync_timeout",
     "synchronize",
+    "utilization",
 ]
 
 
@@ -258,6 +259,18 @@ def _communicator(entry):
             "aborted": entry["aborted"],
             "members": [dict(member) for member in entry.get("members", [])],
             "pending": pending}
+
+
+def utilization(device=None):
+    """Percent of the last second during which the device ran a stream, as
+    torch.cuda.utilization: measured by the daemon (openreg-smi's
+    utilization.gpu), so every client's work counts."""
+    index = _index(device)
+    devices = daemon_stats()["devices"]
+    if not 0 <= index < len(devices):
+        raise ValueError(f"openreg device {index} does not exist: the daemon "
+                         f"has {len(devices)} (0-{len(devices) - 1})")
+    return round(devices[index]["utilization_percent"])
 
 
 def daemon_stats():

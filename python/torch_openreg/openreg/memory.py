@@ -24,6 +24,7 @@ __all__ = [
     "empty_cache",
     "get_allocator_backend",
     "host_memory_stats",
+    "list_gpu_processes",
     "max_memory_allocated",
     "max_memory_reserved",
     "mem_get_info",
@@ -381,6 +382,45 @@ def _stop_recording_at_exit():
         frames=False, cpp_frames=False, frames_on_blocks=False,
         frames_on_alloc=False, frames_on_free=False, record_trace=False,
         max_entries=0, clear=True, skip_actions=0)
+
+
+def _checked_index(device):
+    from torch_openreg import openreg
+
+    index = _index(device)
+    count = openreg.device_count()
+    if not 0 <= index < count:
+        raise ValueError(f"openreg device {index} does not exist: the daemon "
+                         f"has {count} (0-{count - 1})")
+    return index
+
+
+def list_gpu_processes(device=None):
+    """The processes holding memory on the device, as torch.cuda's: "GPU:0"
+    then one line per process ("process 1234 uses 20.000 MB GPU memory"),
+    read from the daemon (openreg-ctl sessions), which sees every client."""
+    import json
+    import subprocess
+
+    import torch_openreg
+
+    index = _checked_index(device)
+    done = subprocess.run(
+        [torch_openreg.ctl_binary(), "--json",
+         f"--socket={_C._daemon_socket_path()}", "sessions"],
+        capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"list_gpu_processes: {done.stderr.strip()}")
+    lines = [f"GPU:{index}"]
+    for session in json.loads(done.stdout)["sessions"]:
+        for usage in session["devices"]:
+            used = int(usage["allocated_bytes"])
+            if usage["device"] == index and used > 0:
+                lines.append(f"process {session['pid']:>10d} uses "
+                             f"{used / (1024 * 1024):12.3f} MB GPU memory")
+    if len(lines) == 1:
+        lines.append("no processes are running")
+    return "\n".join(lines)
 
 
 def _device_count():
