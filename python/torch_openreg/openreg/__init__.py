@@ -265,12 +265,8 @@ def utilization(device=None):
     """Percent of the last second during which the device ran a stream, as
     torch.cuda.utilization: measured by the daemon (openreg-smi's
     utilization.gpu), so every client's work counts."""
-    index = _index(device)
-    devices = daemon_stats()["devices"]
-    if not 0 <= index < len(devices):
-        raise ValueError(f"openreg device {index} does not exist: the daemon "
-                         f"has {len(devices)} (0-{len(devices) - 1})")
-    return round(devices[index]["utilization_percent"])
+    index = memory._checked_index(device)
+    return round(daemon_stats()["devices"][index]["utilization_percent"])
 
 
 def daemon_stats():

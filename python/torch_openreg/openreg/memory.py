@@ -385,6 +385,8 @@ def _stop_recording_at_exit():
 
 
 def _checked_index(device):
+    """_index(device), refused with a ValueError naming the devices there
+    are when the daemon has no such device."""
     from torch_openreg import openreg
 
     index = _index(device)
