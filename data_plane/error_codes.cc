@@ -55,6 +55,12 @@ constexpr ErrorCodeInfo kErrorTable[] = {
     {proto::COPY_FAILURE, SC::kAborted, "copy failure", PE::kRuntimeError},
     {proto::COLLECTIVE_FAILURE, SC::kAborted, "collective failure",
      PE::kDistBackendError},
+    // CUDA's texts (cudaGetErrorString), which PyTorch users match.
+    {proto::STREAM_CAPTURE_UNSUPPORTED, SC::kFailedPrecondition,
+     "operation not permitted when stream is capturing", PE::kRuntimeError},
+    {proto::STREAM_CAPTURE_INVALIDATED, SC::kFailedPrecondition,
+     "operation failed due to a previous error during capture",
+     PE::kRuntimeError},
 };
 constexpr int kTableSize = sizeof(kErrorTable) / sizeof(kErrorTable[0]);
 

@@ -8,8 +8,8 @@ each part owns.
 """
 
 # part -> the parts it may use (besides itself). Room for the parts to
-# come: graphs/ and telemetry/ sit above execution/ and below server/, as
-# collectives/ does.
+# come: telemetry/ sits above execution/ and below server/, as
+# collectives/ and graphs/ do.
 DAEMON_PARTS = {
     "base": [],
     "memory": ["base"],
@@ -27,6 +27,14 @@ DAEMON_PARTS = {
         "ipc",
         "execution",
     ],
+    "graphs": [
+        "base",
+        "memory",
+        "devices",
+        "sessions",
+        "ipc",
+        "execution",
+    ],
     "server": [
         "base",
         "memory",
@@ -37,6 +45,7 @@ DAEMON_PARTS = {
         "faults",
         "kernels",
         "collectives",
+        "graphs",
     ],
 }
 

@@ -114,6 +114,12 @@ Error Submit(const char* operation, const void* send, void* recv,
     }
     absl::StatusOr<StreamContext*> context = session.FindStream(stream);
     if (!context.ok()) return context.status();
+    // Each call is numbered for its rendezvous; a replayed one would meet
+    // with the wrong call (docs/GRAPHS.md, limits).
+    absl::Status refused = session.RefuseIfCapturing(
+        **context, absl::StrCat("a collective (", operation,
+                                "; openreg graphs cannot record collectives)"));
+    if (!refused.ok()) return refused;
     proto::Collective* collective = command.mutable_collective();
     collective->set_send(reinterpret_cast<uint64_t>(send));
     collective->set_recv(reinterpret_cast<uint64_t>(recv));

@@ -101,6 +101,8 @@ Error DeviceSynchronize() {
   return ReturnStatus(WithSession([](Session& session) -> absl::Status {
     absl::StatusOr<int> device = session.CurrentDevice();
     if (!device.ok()) return device.status();
+    absl::Status unsafe = client::CheckUnsafeCall("synchronizing the device");
+    if (!unsafe.ok()) return unsafe;
     // Wait for every stream first, then report the first error, so that
     // an error on one stream never leaves the others running.
     absl::Status waited = session.WaitForDevice(*device);

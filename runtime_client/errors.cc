@@ -36,7 +36,11 @@ static_assert(Same(Error::kEccUncorrectable, proto::ECC_UNCORRECTABLE));
 static_assert(Same(Error::kDeviceFault, proto::DEVICE_FAULT));
 static_assert(Same(Error::kCopyFailure, proto::COPY_FAILURE));
 static_assert(Same(Error::kCollectiveFailure, proto::COLLECTIVE_FAILURE));
-static_assert(static_cast<int>(Error::kCollectiveFailure) + 1 ==
+static_assert(Same(Error::kStreamCaptureUnsupported,
+                   proto::STREAM_CAPTURE_UNSUPPORTED));
+static_assert(Same(Error::kStreamCaptureInvalidated,
+                   proto::STREAM_CAPTURE_INVALIDATED));
+static_assert(static_cast<int>(Error::kStreamCaptureInvalidated) + 1 ==
                   proto::ErrorCode_ARRAYSIZE,
               "runtime.h's Error must list every proto::ErrorCode");
 

@@ -26,6 +26,15 @@ void EventTable::SetRecorded(uint32_t slot, const StreamPosition& position) {
   if (slot >= events_.size() || !events_[slot].has_value()) return;
   events_[slot]->recorded = position;
   events_[slot]->recorded_work_done = false;
+  events_[slot]->captured = {};
+}
+
+void EventTable::SetCaptured(uint32_t slot, const CapturePosition& position) {
+  absl::MutexLock lock(&mutex_);
+  if (slot >= events_.size() || !events_[slot].has_value()) return;
+  events_[slot]->recorded = {};
+  events_[slot]->recorded_work_done = false;
+  events_[slot]->captured = position;
 }
 
 std::vector<uint32_t> EventTable::ForgetStream(uint32_t stream_slot) {

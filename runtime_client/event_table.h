@@ -11,6 +11,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "runtime_client/staging_pool.h"
+#include "runtime_client/stream_capture.h"
 
 namespace openreg::client {
 
@@ -26,6 +27,11 @@ struct EventInfo {
   StreamPosition recorded;
   // The recording stream was destroyed after finishing: the work is done.
   bool recorded_work_done = false;
+  // Where the latest EventRecord was recorded in a capture (capture 0:
+  // the latest record was not captured). Such a record orders work inside
+  // the capture only; once the capture ended the event counts as never
+  // recorded, as a CUDA event recorded during capture does outside it.
+  CapturePosition captured;
 };
 
 class EventTable {
@@ -37,6 +43,7 @@ class EventTable {
   // nullopt when `slot` is not a live event of this session.
   std::optional<EventInfo> Find(uint32_t slot) const;
   void SetRecorded(uint32_t slot, const StreamPosition& position);
+  void SetCaptured(uint32_t slot, const CapturePosition& position);
   // See StagingPool::ForgetStream. Returns the interprocess events whose
   // latest record was on the stream.
   std::vector<uint32_t> ForgetStream(uint32_t stream_slot);

@@ -56,6 +56,21 @@ absl::Status SubmitImportedWait(Session& session, StreamContext& stream,
   return sequence.status();
 }
 
+// An event recorded in a capture that is still going on has no work to
+// answer for yet. The capture itself is unaffected (the event may still
+// order its streams), so it is not invalidated.
+absl::Status CapturedEventError(EventId event,
+                                const client::CapturePosition& captured,
+                                absl::string_view what) {
+  return MakeError(
+      Error::kStreamCaptureUnsupported,
+      absl::StrCat("openreg: operation not permitted when stream is "
+                   "capturing: event ",
+                   event, " was recorded in the capture of stream ",
+                   captured.slot, " and cannot be ", what,
+                   " until the capture ends"));
+}
+
 }  // namespace
 
 Error EventCreate(EventId* event, unsigned flags) {
@@ -147,6 +162,16 @@ Error EventRecord(EventId event, StreamId stream) {
                        " belongs to openreg:", info->device, " but stream ",
                        (*context)->slot, " to openreg:", stream_device));
     }
+    if (const std::shared_ptr<client::StreamCapture> capture =
+            session.CaptureOf(**context)) {
+      if (info->interprocess) {
+        return client::RefuseOnCapturingStream(
+            *capture, (*context)->slot, "recording an interprocess event");
+      }
+      // Orders work inside the capture only: nothing is recorded.
+      session.events().SetCaptured(event, capture->Position((*context)->slot));
+      return absl::OkStatus();
+    }
     proto::Command command;
     command.mutable_record_event()->set_event_slot(event);
     absl::StatusOr<uint64_t> sequence =
@@ -178,6 +203,9 @@ Error EventQuery(EventId event) {
           absl::StrCat("openreg: the work recorded by interprocess event ",
                        event, " has not finished"));
     }
+    if (session.IsCaptureActive(info->captured)) {
+      return CapturedEventError(event, info->captured, "queried");
+    }
     if (RecordedWorkDone(session, *info)) return absl::OkStatus();
     StreamContext& stream = session.StreamAt(info->recorded.slot);
     // A faulted stream never gets there: report why instead of "not ready"
@@ -199,9 +227,14 @@ Error EventSynchronize(EventId event) {
       if (!captured.ok()) return captured.status();
       return client::WaitImportedEvent(session, event, *captured);
     }
+    if (session.IsCaptureActive(info->captured)) {
+      return CapturedEventError(event, info->captured, "synchronized");
+    }
     if (info->recorded.sequence == 0 || info->recorded_work_done) {
       return absl::OkStatus();
     }
+    absl::Status unsafe = client::CheckUnsafeCall("synchronizing an event");
+    if (!unsafe.ok()) return unsafe;
     StreamContext& stream = session.StreamAt(info->recorded.slot);
     absl::Status waited =
         session.WaitForCompletion(stream, info->recorded.sequence);
@@ -216,7 +249,15 @@ Error StreamWaitEvent(StreamId stream, EventId event) {
     if (!context.ok()) return context.status();
     absl::StatusOr<EventInfo> info = FindEvent(session, event);
     if (!info.ok()) return info.status();
-    if (info->imported) return SubmitImportedWait(session, **context, event);
+    if (info->imported) {
+      absl::Status refused = session.RefuseIfCapturing(
+          **context, "waiting for an interprocess event");
+      if (!refused.ok()) return refused;
+      return SubmitImportedWait(session, **context, event);
+    }
+    if (session.IsCaptureActive(info->captured)) {
+      return session.JoinCapture(**context, info->captured);
+    }
     // Nothing to wait for when never recorded or already done (SubmitWait
     // also skips a record on this very stream, which runs in order).
     if (RecordedWorkDone(session, *info) &&

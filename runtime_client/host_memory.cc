@@ -116,6 +116,11 @@ Error HostAlloc(void** ptr, size_t size) {
 
 Error HostFree(void* ptr) {
   if (ptr == nullptr) return ReturnStatus(absl::OkStatus());
+  // It waits for the session's queued work, as cudaFreeHost does.
+  if (absl::Status unsafe = client::CheckUnsafeCall("freeing pinned memory");
+      !unsafe.ok()) {
+    return ReturnStatus(unsafe);
+  }
   std::optional<HostRegionEntry> entry = HostRegions::Get().Remove(ptr);
   if (!entry.has_value()) {
     return ReturnStatus(MakeError(

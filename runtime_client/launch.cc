@@ -101,6 +101,10 @@ Error LaunchOpSync(const proto::LaunchOp& op, proto::OpReply* reply,
     absl::StatusOr<StreamContext*> found = session.FindStream(stream);
     if (!found.ok()) return found.status();
     StreamContext& context = **found;
+    absl::Status refused = session.RefuseIfCapturing(
+        context, absl::StrCat("an op whose results the host needs now (",
+                              op.name(), ")"));
+    if (!refused.ok()) return refused;
     // Held until the reply has been read: the stream has one reply area,
     // and another thread's synchronous op must not overwrite it first.
     absl::MutexLock lock(&context.mutex);

@@ -347,7 +347,11 @@ absl::Status MemcpyOn(Session& session, void* dst, const void* src,
 
 Error Memcpy(void* dst, const void* src, size_t count, MemcpyKind kind) {
   if (!IsValidKind(kind)) return ReturnStatus(UnknownKindError(kind));
-  return ReturnStatus(WithSession([&](Session& session) {
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    if (kind != MemcpyKind::kHostToHost) {
+      absl::Status unsafe = client::CheckUnsafeCall("a synchronous copy");
+      if (!unsafe.ok()) return unsafe;
+    }
     return MemcpyOn(session, dst, src, count, kind);
   }));
 }
@@ -361,6 +365,14 @@ Error MemcpyAsync(void* dst, const void* src, size_t count, MemcpyKind kind,
     absl::StatusOr<StreamContext*> context = session.FindStream(stream);
     if (!context.ok()) return context.status();
     if (count == 0) return absl::OkStatus();
+    if ((kind == MemcpyKind::kHostToDevice &&
+         !HostRegions::Get().FindInSession(session, src, count).has_value()) ||
+        (kind == MemcpyKind::kDeviceToHost &&
+         !HostRegions::Get().FindInSession(session, dst, count).has_value())) {
+      absl::Status refused = session.RefuseIfCapturing(
+          **context, "a copy through pageable host memory (use pinned memory)");
+      if (!refused.ok()) return refused;
+    }
     return EnqueueCopy(session, **context, dst, src, count, kind);
   }));
 }

@@ -119,8 +119,11 @@ Error Malloc(void** device_ptr, size_t size) {
   }
   *device_ptr = nullptr;
   if (size == 0) return Error::kSuccess;  // as cudaMalloc: a null pointer
-  return ReturnStatus(WithSession(
-      [&](Session& session) { return MallocOn(session, device_ptr, size); }));
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    absl::Status unsafe = client::CheckUnsafeCall("allocating device memory");
+    if (!unsafe.ok()) return unsafe;
+    return MallocOn(session, device_ptr, size);
+  }));
 }
 
 Error Free(void* device_ptr) {

@@ -150,6 +150,13 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
   if (!alive.ok()) return alive;
   if (absl::Status sticky = StickyError(); !sticky.ok()) return sticky;
   if (IsFaulted(stream)) return TakeStreamError(stream);
+  if (stream.capture != nullptr) {
+    // Recorded, not sent: the returned sequence 0 is "nothing to wait
+    // for" to every caller.
+    absl::Status recorded = stream.capture->Record(stream.slot, encode);
+    if (!recorded.ok()) return recorded;
+    return 0;
+  }
   const uint64_t sequence =
       stream.last_submitted.load(std::memory_order_relaxed) + 1;
   const absl::string_view payload = encode(sequence);
@@ -200,11 +207,95 @@ absl::StatusOr<uint64_t> Session::SubmitCommand(StreamContext& stream,
   });
 }
 
+std::shared_ptr<StreamCapture> Session::CaptureOf(StreamContext& stream) {
+  if (stream.capture_id.load(std::memory_order_acquire) == 0) return nullptr;
+  absl::MutexLock lock(&stream.mutex);
+  return stream.capture;
+}
+
+absl::Status Session::RefuseIfCapturing(StreamContext& stream,
+                                        absl::string_view call) {
+  const std::shared_ptr<StreamCapture> capture = CaptureOf(stream);
+  if (capture == nullptr) return absl::OkStatus();
+  return RefuseOnCapturingStream(*capture, stream.slot, call);
+}
+
+bool Session::IsCaptureActive(const CapturePosition& position) {
+  return position.capture != 0 &&
+         streams_[position.slot]->capture_id.load(std::memory_order_acquire) ==
+             position.capture;
+}
+
+absl::Status Session::JoinCapture(StreamContext& waiter,
+                                  const CapturePosition& awaited) {
+  const std::shared_ptr<StreamCapture> capture =
+      CaptureOf(*streams_[awaited.slot]);
+  if (capture == nullptr || capture->id() != awaited.capture) {
+    return absl::OkStatus();  // that capture ended meanwhile
+  }
+  {
+    absl::MutexLock lock(&waiter.mutex);
+    if (waiter.capture != nullptr && waiter.capture != capture) {
+      const absl::Status error = MakeError(
+          Error::kStreamCaptureInvalidated,
+          absl::StrCat("openreg: stream ", waiter.slot,
+                       " cannot wait for work of another capture (stream ",
+                       awaited.slot,
+                       "'s) while it captures: two captures "
+                       "cannot be merged"));
+      waiter.capture->Invalidate(error);
+      capture->Invalidate(error);
+      return error;
+    }
+    if (waiter.capture == nullptr) {
+      const int device = waiter.device.load(std::memory_order_relaxed);
+      if (device != capture->device()) {
+        const absl::Status error = MakeError(
+            Error::kStreamCaptureInvalidated,
+            absl::StrCat(
+                "openreg: stream ", waiter.slot, " of openreg:", device,
+                " cannot join a capture on openreg:", capture->device(),
+                " (a graph runs on one device)"));
+        capture->Invalidate(error);
+        return error;
+      }
+      if (waiter.slot < static_cast<uint32_t>(device_count_)) {
+        const absl::Status error = MakeError(
+            Error::kStreamCaptureUnsupported,
+            absl::StrCat("openreg: operation not permitted when stream is "
+                         "capturing: the default stream of openreg:",
+                         device, " cannot join a capture"));
+        capture->Invalidate(error);
+        return error;
+      }
+      waiter.capture = capture;
+      waiter.capture_id.store(capture->id(), std::memory_order_release);
+      capture->AddLane(waiter.slot);
+    }
+  }
+  capture->NoteWait(waiter.slot, awaited);
+  return absl::OkStatus();
+}
+
 absl::Status Session::SubmitWait(StreamContext& waiter,
                                  const StreamPosition& awaited) {
   if (awaited.slot == waiter.slot ||
       (IsFinished(awaited) && !IsTainted(awaited))) {
     return absl::OkStatus();
+  }
+  if (const std::shared_ptr<StreamCapture> capture = CaptureOf(waiter)) {
+    // Replays may come at any time: a wait for work outside the capture
+    // would order only this moment's work (cudaErrorStreamCaptureIsolation).
+    const absl::Status error = MakeError(
+        Error::kStreamCaptureInvalidated,
+        absl::StrCat("openreg: operation not permitted when stream is "
+                     "capturing: stream ",
+                     waiter.slot, " would wait for unfinished work of stream ",
+                     awaited.slot,
+                     " from outside its capture (make it wait "
+                     "before the capture begins)"));
+    capture->Invalidate(error);
+    return error;
   }
   proto::Command command;
   command.mutable_wait_stream()->set_stream_slot(awaited.slot);

@@ -100,6 +100,19 @@ class Session {
   absl::StatusOr<uint64_t> SubmitCommand(StreamContext& stream,
                                          proto::Command* command);
 
+  // ---- Stream capture (openreg/graphs.h)
+  // The capture `stream` records into, or null.
+  std::shared_ptr<StreamCapture> CaptureOf(StreamContext& stream);
+  // kStreamCaptureUnsupported (invalidating the capture) when `stream` is
+  // capturing: `call` needs its work done now.
+  absl::Status RefuseIfCapturing(StreamContext& stream, absl::string_view call);
+  // True while the capture `position` was recorded in is still going on.
+  bool IsCaptureActive(const CapturePosition& position);
+  // `waiter` waits for `awaited`, a position in a capture: it joins that
+  // capture (when not capturing) and the wait orders the capture's work.
+  absl::Status JoinCapture(StreamContext& waiter,
+                           const CapturePosition& awaited);
+
   // Enqueues on `waiter` a wait for `awaited` (nothing when it has already
   // finished or is on `waiter` itself) and notes the dependency.
   absl::Status SubmitWait(StreamContext& waiter, const StreamPosition& awaited);

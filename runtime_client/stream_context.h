@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "data_plane/command_ring.h"
 #include "data_plane/session_layout.h"
+#include "runtime_client/stream_capture.h"
 
 namespace openreg::client {
 
@@ -37,6 +38,12 @@ struct StreamContext {
   std::atomic<bool> active{false};
   std::atomic<int> device{-1};
   std::atomic<uint64_t> last_submitted{0};
+
+  // The capture this stream records into (openreg/graphs.h), if any: its
+  // commands go there instead of the ring. capture_id mirrors it for
+  // checks without the mutex.
+  std::shared_ptr<StreamCapture> capture ABSL_GUARDED_BY(mutex);
+  std::atomic<uint64_t> capture_id{0};
 
   // waiters[w] = the last command of stream slot w that waits for this
   // stream (WaitStream, or a FreeMemory fence). Destroying this stream

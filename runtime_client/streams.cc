@@ -53,6 +53,9 @@ Error StreamDestroy(StreamId stream) {
     absl::StatusOr<StreamContext*> found = session.FindStream(stream);
     if (!found.ok()) return found.status();
     StreamContext& context = **found;
+    absl::Status refused =
+        session.RefuseIfCapturing(context, "destroying the stream");
+    if (!refused.ok()) return refused;
     if (context.slot < static_cast<uint32_t>(session.device_count())) {
       return MakeError(Error::kInvalidHandle,
                        absl::StrCat("openreg: stream ", context.slot,
@@ -97,6 +100,8 @@ Error StreamQuery(StreamId stream) {
     absl::StatusOr<StreamContext*> found = session.FindStream(stream);
     if (!found.ok()) return found.status();
     StreamContext& context = **found;
+    absl::Status refused = session.RefuseIfCapturing(context, "StreamQuery");
+    if (!refused.ok()) return refused;
     const uint64_t submitted =
         context.last_submitted.load(std::memory_order_acquire);
     if (context.shared->completed.Load() < submitted &&
@@ -113,6 +118,11 @@ Error StreamSynchronize(StreamId stream) {
   return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
     absl::StatusOr<StreamContext*> found = session.FindStream(stream);
     if (!found.ok()) return found.status();
+    absl::Status refused =
+        session.RefuseIfCapturing(**found, "synchronizing the stream");
+    if (!refused.ok()) return refused;
+    absl::Status unsafe = client::CheckUnsafeCall("synchronizing a stream");
+    if (!unsafe.ok()) return unsafe;
     return session.Synchronize(**found);
   }));
 }
@@ -135,6 +145,12 @@ Error StreamWaitStream(StreamId waiter, StreamId waitee) {
     if (!waiting.ok()) return waiting.status();
     absl::StatusOr<StreamContext*> awaited = session.FindStream(waitee);
     if (!awaited.ok()) return awaited.status();
+    if (const std::shared_ptr<client::StreamCapture> capture =
+            session.CaptureOf(**awaited)) {
+      if (*waiting == *awaited) return absl::OkStatus();
+      return session.JoinCapture(**waiting,
+                                 capture->Position((*awaited)->slot));
+    }
     return session.SubmitWait(
         **waiting, {(*awaited)->slot, (*awaited)->last_submitted.load(
                                           std::memory_order_acquire)});

@@ -3,11 +3,15 @@
 #include <array>
 #include <atomic>
 #include <mutex>
+#include <optional>
 
+#include "absl/container/flat_hash_map.h"
 #include "data_plane/device_address.h"
+#include "openreg/graphs.h"
 #include "openreg/runtime.h"
 #include "torch_backend/block_cache.h"
 #include "torch_backend/device_guard.h"
+#include "torch_backend/graphs/capture_registry.h"
 #include "torch_backend/ignored_error.h"
 #include "torch_backend/runtime_error.h"
 
@@ -57,6 +61,47 @@ void DeleteDeviceMemory(void* ptr) {
 // This thread's private pool per device (use_mem_pool); 0 = default.
 thread_local std::array<PoolId, kMaxDevices> thread_pools{};
 
+// Who holds each private pool (MemPool objects, graphs).
+struct PoolReferences {
+  std::mutex mutex;
+  absl::flat_hash_map<PoolId, int> count;
+};
+
+PoolReferences& GlobalPoolReferences() {
+  static auto* references = new PoolReferences;
+  return *references;
+}
+
+// Where an allocation on `stream` of `device` goes: the pool of the graph
+// capturing the stream, else this thread's pool. A graph's pool grows
+// while its capture forbids allocating (a capture of mode global): like
+// CUDA's caching allocator, the pool's own segments are allocated in
+// relaxed mode, and only allocations outside the pool are refused.
+class AllocationRoute {
+ public:
+  explicit AllocationRoute(c10::DeviceIndex device)
+      : pool_(thread_pools[device]) {
+    if (!AnyCaptureActive()) return;
+    const std::optional<PoolId> capture_pool = CapturePoolOf(device);
+    if (!capture_pool.has_value()) return;
+    pool_ = *capture_pool;
+    mode_ = CaptureMode::kRelaxed;
+    relaxed_ = ExchangeCaptureMode(&mode_) == Error::kSuccess;
+  }
+  ~AllocationRoute() {
+    if (relaxed_) ExchangeCaptureMode(&mode_);
+  }
+  AllocationRoute(const AllocationRoute&) = delete;
+  AllocationRoute& operator=(const AllocationRoute&) = delete;
+
+  PoolId pool() const { return pool_; }
+
+ private:
+  PoolId pool_;
+  CaptureMode mode_ = CaptureMode::kGlobal;
+  bool relaxed_ = false;
+};
+
 c10::Device CurrentDevice() {
   int device = 0;
   OPENREG_CHECK(GetDevice(&device));
@@ -72,8 +117,8 @@ c10::DataPtr DeviceAllocator::allocate(size_t nbytes) {
   // Blocks are cached per stream: reuse on the stream that freed a block
   // is ordered by the stream itself, as with CUDA's caching allocator.
   const auto stream = static_cast<StreamId>(CurrentStream(device.index()).id());
-  void* ptr = CacheFor(device.index())
-                  .Allocate(nbytes, stream, thread_pools[device.index()]);
+  const AllocationRoute route(device.index());
+  void* ptr = CacheFor(device.index()).Allocate(nbytes, stream, route.pool());
   return c10::DataPtr(ptr, ptr, &DeleteDeviceMemory, device);
 }
 
@@ -162,12 +207,25 @@ void DeviceAllocator::SetMemoryFraction(double fraction,
 void* DeviceAllocator::RawAlloc(size_t size, c10::DeviceIndex device,
                                 StreamId stream) {
   if (size == 0) return nullptr;
-  return CacheFor(device).Allocate(size, stream, thread_pools[device]);
+  const AllocationRoute route(device);
+  return CacheFor(device).Allocate(size, stream, route.pool());
+}
+
+PoolId DeviceAllocator::NewPoolId() {
+  static std::atomic<PoolId> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 PoolId DeviceAllocator::CreatePool() {
-  static std::atomic<PoolId> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
+  const PoolId pool = NewPoolId();
+  RetainPool(pool);
+  return pool;
+}
+
+void DeviceAllocator::RetainPool(PoolId pool) {
+  PoolReferences& references = GlobalPoolReferences();
+  std::lock_guard<std::mutex> lock(references.mutex);
+  ++references.count[pool];
 }
 
 PoolId DeviceAllocator::SetThreadPool(c10::DeviceIndex device, PoolId pool) {
@@ -179,6 +237,14 @@ PoolId DeviceAllocator::SetThreadPool(c10::DeviceIndex device, PoolId pool) {
 }
 
 void DeviceAllocator::ReleasePool(PoolId pool) {
+  {
+    PoolReferences& references = GlobalPoolReferences();
+    std::lock_guard<std::mutex> lock(references.mutex);
+    auto found = references.count.find(pool);
+    if (found == references.count.end()) return;  // never held
+    if (--found->second > 0) return;
+    references.count.erase(found);
+  }
   for (std::atomic<BlockCache*>& cache : Caches()) {
     BlockCache* created = cache.load(std::memory_order_acquire);
     if (created != nullptr) created->ReleasePool(pool);

@@ -55,7 +55,13 @@ class DeviceAllocator final : public c10::DeviceAllocator {
   // routing this thread's allocations on `device` to `pool` (0: the
   // default pool; returns the previous one), and the pool's release when
   // its owner is gone (on every device).
+  // Pools are counted: CreatePool holds one reference for its caller,
+  // RetainPool adds one (a graph capturing into the pool), ReleasePool
+  // drops one and releases the pool's memory at the last.
   PoolId CreatePool();
+  // A pool id nobody holds yet (torch.openreg.graph_pool_handle()).
+  PoolId NewPoolId();
+  void RetainPool(PoolId pool);
   PoolId SetThreadPool(c10::DeviceIndex device, PoolId pool);
   void ReleasePool(PoolId pool);
 

@@ -7,8 +7,10 @@
 #include <array>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "data_plane/device_address.h"
+#include "torch_backend/graphs/capture_registry.h"
 
 namespace openreg::torch_backend {
 
@@ -79,6 +81,11 @@ GeneratorDraw TakeDraw(const at::Generator& generator,
       generator.defined() ? generator : DefaultGenerator(device);
   auto* impl = at::check_generator<GeneratorImpl>(source);
   std::lock_guard<std::mutex> lock(impl->mutex_);
+  if (AnyCaptureActive()) {
+    if (std::optional<GeneratorDraw> captured = CaptureDraw(impl, device)) {
+      return *captured;
+    }
+  }
   GeneratorDraw draw{impl->current_seed(), impl->get_offset()};
   // One step per op is enough: the daemon hashes (seed, offset) into a
   // fresh engine, so neighbouring offsets give unrelated streams.

@@ -19,6 +19,10 @@ namespace openreg::torch_backend {
 struct GeneratorDraw {
   uint64_t seed = 0;
   uint64_t offset = 0;
+  // Drawn while a graph captured: 0 for a fixed draw; k > 0 for the
+  // graph's k-th registered generator, `offset` then being relative to the
+  // replay's draw (proto GeneratorState.graph_generator).
+  uint32_t graph_generator = 0;
 };
 
 class GeneratorImpl final : public c10::GeneratorImpl {
@@ -56,6 +60,9 @@ const at::Generator& DefaultGenerator(c10::DeviceIndex device);
 
 // Takes one draw for a random op on `device`: from `generator`, or from the
 // device's default generator when `generator` is undefined. Thread safe.
+// While the current stream of `device` captures a graph, the draw is
+// graph-relative (graphs/capture_registry.h) and the generator does not
+// advance until the graph is replayed.
 // Throws when `generator` is not an openreg generator (CUDA's message).
 GeneratorDraw TakeDraw(const at::Generator& generator, c10::DeviceIndex device);
 

@@ -25,6 +25,7 @@
 #include "torch_backend/kernels/quantized_ops.h"
 #include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
+#include "torch_backend/graph_bindings.h"
 #include "torch_backend/memory_bindings.h"
 #include "torch_backend/runtime_error.h"
 #include "torch_backend/sync_debug.h"
@@ -158,6 +159,7 @@ PYBIND11_MODULE(_C, m) {
   RegisterFaultBindings(m);
   RegisterIpcBindings(m);
   RegisterMemoryBindings(m);
+  RegisterGraphBindings(m);
   RegisterOcclBindings(m);
   // Streams, for torch.openreg.streams (the device guard's thread-local
   // current streams and the per-device stream pools).

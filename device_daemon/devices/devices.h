@@ -33,6 +33,8 @@ struct DeviceCounters {
   std::atomic<uint64_t> device_to_host_bytes{0};
   std::atomic<uint64_t> device_to_device_bytes{0};
   std::atomic<uint64_t> kernel_failures{0};
+  // Graph replays that ran every recorded command (docs/GRAPHS.md).
+  std::atomic<uint64_t> graphs_replayed{0};
 };
 
 // Most executor threads a device may have (--executors_per_device,

@@ -77,6 +77,8 @@ std::string CommandName(const proto::Command& command) {
       return "free";
     case proto::Command::kCollective:
       return faults::CollectiveOpName(command.collective().kind());
+    case proto::Command::kReplayGraph:
+      return "graph_replay";
     case proto::Command::BODY_NOT_SET:
       break;
   }
@@ -96,6 +98,10 @@ void CommandExecutor::SetFaultHook(FaultHook* hook) {
 
 void CommandExecutor::SetCollectiveRunner(CollectiveRunner* runner) {
   collective_runner_.store(runner, std::memory_order_release);
+}
+
+void CommandExecutor::SetGraphStore(GraphStore* store) {
+  graph_store_.store(store, std::memory_order_release);
 }
 
 absl::Status CommandExecutor::Execute(const StreamContext& context,
@@ -155,13 +161,19 @@ void CommandExecutor::SessionClosed(uint64_t session_id) {
           collective_runner_.load(std::memory_order_acquire)) {
     runner->SessionClosed(session_id);
   }
+  if (GraphStore* store = graph_store_.load(std::memory_order_acquire)) {
+    store->SessionClosed(session_id);
+  }
 }
 
 absl::Status CommandExecutor::Dispatch(const StreamContext& context,
                                        const proto::Command& command,
                                        WrittenTensors* written) {
-  // A launch's op runner times its own stages; everything else is one.
-  const StageTimer body(command.has_launch() ? nullptr : context.timing,
+  // A launch's op runner times its own stages, and a replay's commands
+  // theirs; everything else is one.
+  const StageTimer body(command.has_launch() || command.has_replay_graph()
+                            ? nullptr
+                            : context.timing,
                         CostStage::kKernel);
   switch (command.body_case()) {
     case proto::Command::kLaunch:
@@ -192,6 +204,8 @@ absl::Status CommandExecutor::Dispatch(const StreamContext& context,
       return RunCollective(context, command.collective());
     case proto::Command::kFree:
       return FreeMemory(context, command.free(), command.sequence());
+    case proto::Command::kReplayGraph:
+      return ReplayGraph(context, command.replay_graph());
     case proto::Command::BODY_NOT_SET:
       break;
   }
@@ -368,6 +382,53 @@ absl::Status CommandExecutor::RunCollective(
       wait_budget_.Acquire(context.session->id());
   if (!ticket.ok()) return ticket.status();
   return runner->Run(context, collective);
+}
+
+absl::Status CommandExecutor::ReplayGraph(const StreamContext& context,
+                                          const proto::ReplayGraph& replay) {
+  GraphStore* store = graph_store_.load(std::memory_order_acquire);
+  if (store == nullptr) {
+    return MakeError(proto::INTERNAL, "this daemon keeps no graphs");
+  }
+  absl::StatusOr<std::shared_ptr<const RecordedGraph>> found =
+      store->Find(context.session->id(), replay.graph());
+  if (!found.ok()) return found.status();
+  const RecordedGraph& graph = **found;
+  if (graph.device != context.device) {
+    return InvalidValueError(absl::StrCat(
+        "graph ", graph.id, " was captured on openreg:", graph.device,
+        " and cannot be replayed on a stream of openreg:", context.device));
+  }
+  if (static_cast<uint32_t>(replay.generators_size()) != graph.generators) {
+    return InvalidValueError(absl::StrCat("graph ", graph.id, " registered ",
+                                          graph.generators,
+                                          " generators but its replay passes ",
+                                          replay.generators_size(), " draws"));
+  }
+  // The one copy a replay makes: of the few commands that draw random
+  // numbers, with this replay's draws.
+  proto::Command with_draws;
+  for (size_t index = 0; index < graph.commands.size(); ++index) {
+    const proto::Command* recorded = &graph.commands[index];
+    if (graph.draws_generators[index]) {
+      with_draws = *recorded;
+      absl::Status resolved = ResolveGraphDraws(replay, &with_draws);
+      if (!resolved.ok()) return resolved;
+      recorded = &with_draws;
+    }
+    absl::Status status = ExecuteChecked(context, *recorded);
+    if (!status.ok()) {
+      return MakeError(
+          ErrorCodeOf(status),
+          absl::StrCat(status.message(), " (in the replay of graph ", graph.id,
+                       ", at its recorded command ", index + 1, " of ",
+                       graph.commands.size(), ", ", CommandName(*recorded),
+                       ")"));
+    }
+  }
+  devices_->counters(context.device)
+      .graphs_replayed.fetch_add(1, std::memory_order_relaxed);
+  return absl::OkStatus();
 }
 
 absl::Status CommandExecutor::FreeMemory(const StreamContext& context,

@@ -17,6 +17,7 @@
 #include "device_daemon/execution/collective_runner.h"
 #include "device_daemon/execution/command_costs.h"
 #include "device_daemon/execution/fault_hook.h"
+#include "device_daemon/execution/graph_store.h"
 #include "device_daemon/execution/op_runner.h"
 #include "device_daemon/execution/stream_context.h"
 #include "device_daemon/execution/wait_budget.h"
@@ -39,6 +40,9 @@ class CommandExecutor : public StreamEngine {
   // Installs the runner of Collective commands (not owned; must outlive
   // the executor). Without one, collectives fail with NOT_SUPPORTED.
   void SetCollectiveRunner(CollectiveRunner* runner);
+  // Installs the store of captured graphs (not owned; must outlive the
+  // executor). Without one, ReplayGraph commands fail with INTERNAL.
+  void SetGraphStore(GraphStore* store);
 
   // The daemon's cost profile (command_costs.h), which stream workers and
   // the op runner fill through StreamContext::timing.
@@ -87,6 +91,12 @@ class CommandExecutor : public StreamEngine {
                               const proto::Command& command);
   absl::Status RunCollective(const StreamContext& context,
                              const proto::Collective& collective);
+  // Runs the recorded commands of a graph in order, each through
+  // ExecuteChecked (so the fault hook, sticky errors and the device's
+  // state apply to each as to a command from the ring); the first failure
+  // ends the replay with its error, naming the recorded command.
+  absl::Status ReplayGraph(const StreamContext& context,
+                           const proto::ReplayGraph& replay);
   absl::Status FreeMemory(const StreamContext& context,
                           const proto::FreeMemory& free, uint64_t sequence);
   absl::Status Launch(const StreamContext& context,
@@ -101,6 +111,7 @@ class CommandExecutor : public StreamEngine {
   NoFaults no_faults_;
   std::atomic<FaultHook*> fault_hook_;
   std::atomic<CollectiveRunner*> collective_runner_{nullptr};
+  std::atomic<GraphStore*> graph_store_{nullptr};
   CommandCosts costs_;
   WaitBudget wait_budget_;
 };

@@ -45,6 +45,7 @@ ControlService::ControlService(Devices* devices, SessionRegistry* registry,
                                FaultInjector* faults, CommandCosts* costs,
                                IpcExports* exports,
                                Communicators* communicators,
+                               GraphRegistry* graphs,
                                DaemonOperations* operations,
                                std::string attach_socket)
     : devices_(devices),
@@ -53,6 +54,7 @@ ControlService::ControlService(Devices* devices, SessionRegistry* registry,
       costs_(costs),
       exports_(exports),
       communicators_(communicators),
+      graphs_(graphs),
       operations_(operations),
       attach_socket_(std::move(attach_socket)) {}
 
@@ -239,6 +241,8 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
     stats->set_kernels_executed(counters.kernels_executed.load());
     stats->set_copies_executed(counters.copies_executed.load());
     stats->set_kernel_failures(counters.kernel_failures.load());
+    stats->set_graphs_replayed(counters.graphs_replayed.load());
+    stats->set_graphs(graphs_->CountOnDevice(device));
     stats->set_state(DeviceStateName(devices_->health(device).state()));
     for (const auto& [model, count] : faults_->log().FiredOn(device)) {
       (*stats->mutable_faults_fired())[model] = count;

@@ -15,6 +15,7 @@
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/execution/command_costs.h"
 #include "device_daemon/faults/fault_injector.h"
+#include "device_daemon/graphs/graph_registry.h"
 #include "device_daemon/ipc/ipc_exports.h"
 #include "device_daemon/server/daemon_operations.h"
 #include "device_daemon/sessions/session_registry.h"
@@ -25,11 +26,12 @@ namespace openreg::daemon {
 class ControlService final : public proto::DeviceDaemon::Service {
  public:
   // `devices`, `registry`, `faults`, `costs`, `exports`,
-  // `communicators` and `operations` must outlive the service.
+  // `communicators`, `graphs` and `operations` must outlive the service.
   ControlService(Devices* devices, SessionRegistry* registry,
                  FaultInjector* faults, CommandCosts* costs,
                  IpcExports* exports, Communicators* communicators,
-                 DaemonOperations* operations, std::string attach_socket);
+                 GraphRegistry* graphs, DaemonOperations* operations,
+                 std::string attach_socket);
 
   grpc::Status Handshake(grpc::ServerContext* context,
                          const proto::HandshakeRequest* request,
@@ -126,6 +128,16 @@ class ControlService final : public proto::DeviceDaemon::Service {
   grpc::Status CommDescribe(grpc::ServerContext* context,
                             const proto::CommDescribeRequest* request,
                             proto::CommDescribeReply* reply) override;
+  // Graphs (graph_service.cc).
+  grpc::Status CreateGraph(grpc::ServerContext* context,
+                           const proto::CreateGraphRequest* request,
+                           proto::CreateGraphReply* reply) override;
+  grpc::Status DestroyGraph(grpc::ServerContext* context,
+                            const proto::DestroyGraphRequest* request,
+                            proto::DestroyGraphReply* reply) override;
+  grpc::Status DescribeGraph(grpc::ServerContext* context,
+                             const proto::DescribeGraphRequest* request,
+                             proto::DescribeGraphReply* reply) override;
   // Operators (operator_service.cc).
   grpc::Status ListSessions(grpc::ServerContext* context,
                             const proto::ListSessionsRequest* request,
@@ -154,6 +166,7 @@ class ControlService final : public proto::DeviceDaemon::Service {
   CommandCosts* const costs_;
   IpcExports* const exports_;
   Communicators* const communicators_;
+  GraphRegistry* const graphs_;
   DaemonOperations* const operations_;
   const std::string attach_socket_;
 };

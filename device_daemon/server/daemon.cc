@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(
     daemon->executor_->SetCollectiveRunner(daemon->collectives_.get());
     daemon->faults_->SetCollectiveRunner(daemon->collectives_.get());
   }
+  daemon->executor_->SetGraphStore(&daemon->graphs_);
   if (options.profile_costs) daemon->executor_->costs().Start();
   daemon->executor_->wait_budget().SetLimits(options.wait_limits);
   daemon->registry_ = std::make_unique<SessionRegistry>(
@@ -118,7 +119,7 @@ absl::Status Daemon::StartServers() {
   });
   control_service_ = std::make_unique<ControlService>(
       devices_.get(), registry_.get(), faults_.get(), &executor_->costs(),
-      &exports_, &communicators_, this, attach_socket_path());
+      &exports_, &communicators_, &graphs_, this, attach_socket_path());
   // No listening port: control_listener_ accepts the connections and hands
   // this server only those of the daemon's uid.
   grpc::ServerBuilder builder;

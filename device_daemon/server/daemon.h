@@ -21,6 +21,7 @@
 #include "device_daemon/execution/command_executor.h"
 #include "device_daemon/execution/op_runner.h"
 #include "device_daemon/faults/fault_injector.h"
+#include "device_daemon/graphs/graph_registry.h"
 #include "device_daemon/ipc/ipc_exports.h"
 #include "device_daemon/server/attach_server.h"
 #include "device_daemon/server/control_listener.h"
@@ -116,6 +117,7 @@ class Daemon : public DaemonOperations {
   IpcExports exports_;
   // Before the executor, which runs collectives through them.
   Communicators communicators_;
+  GraphRegistry graphs_;
   std::unique_ptr<CollectiveRunner> collectives_;
   std::unique_ptr<CommandExecutor> executor_;
   std::unique_ptr<SessionRegistry> registry_;

@@ -74,6 +74,7 @@ def _load():
     torch.utils.rename_privateuse1_backend("openreg")
     torch._register_device_module("openreg", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    _C._register_graph_impl()  # torch.accelerator.Graph, by backend name
     from torch_openreg import dynamo
     dynamo.install()  # Dynamo's DeviceInterface, when Dynamo is imported
     from torch_openreg.openreg import faults, ipc

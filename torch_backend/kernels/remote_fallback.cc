@@ -26,6 +26,7 @@
 #include "absl/container/node_hash_map.h"
 #include "data_plane/tensor_extent.h"
 #include "torch_backend/device_allocator.h"
+#include "torch_backend/graphs/capture_registry.h"
 #include "torch_backend/hooks.h"
 #include "torch_backend/kernel_warnings.h"
 #include "torch_backend/kernels/blocked_ops.h"
@@ -543,6 +544,12 @@ void Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     results = RunAsynchronous(op, plan, arguments, *meta.result, device,
                               /*checked_warnings=*/nullptr);
     RaiseWarningsAtCall(meta.result->warnings);
+  } else if (CurrentStreamCaptures(device)) {
+    // A capture cannot wait for the check: the launch is recorded
+    // unchecked, its errors surface at replay (docs/GRAPHS.md), and the
+    // unchecked Meta result is not cached.
+    results = RunAsynchronous(op, plan, arguments, *meta.result, device,
+                              /*checked_warnings=*/nullptr);
   } else {
     results = RunAsynchronous(op, plan, arguments, *meta.result, device,
                               &meta.fresh->warnings);

@@ -42,6 +42,7 @@ bool IsGeneratorType(const c10::TypePtr& type) {
 void EncodeDraw(const GeneratorDraw& draw, proto::GeneratorState* state) {
   state->set_seed(draw.seed);
   state->set_offset(draw.offset);
+  state->set_graph_generator(draw.graph_generator);
 }
 
 void EncodeLaunch(const c10::OperatorHandle& op,

@@ -306,9 +306,11 @@ from torch_openreg.openreg import amp  # noqa: E402
 from torch_openreg.openreg import faults  # noqa: E402
 from torch_openreg.openreg.costs import command_costs  # noqa: E402
 from torch_openreg.openreg.ipc import ipc_collect  # noqa: E402
+from torch_openreg.openreg import graphs  # noqa: E402
 from torch_openreg.openreg import memory, random, streams  # noqa: E402
 from torch_openreg.openreg import tensor_types  # noqa: E402
 from torch_openreg.openreg.amp import get_amp_supported_dtype  # noqa: E402
+from torch_openreg.openreg.graphs import *  # noqa: E402,F401,F403
 from torch_openreg.openreg.memory import *  # noqa: E402,F401,F403
 from torch_openreg.openreg.random import *  # noqa: E402,F401,F403
 from torch_openreg.openreg.streams import *  # noqa: E402,F401,F403
@@ -316,5 +318,5 @@ from torch_openreg.openreg.tensor_types import *  # noqa: E402,F401,F403
 
 __all__ += ["amp", "command_costs", "faults", "get_amp_supported_dtype",
             "ipc_collect"]
-__all__ += memory.__all__ + random.__all__ + streams.__all__
+__all__ += graphs.__all__ + memory.__all__ + random.__all__ + streams.__all__
 __all__ += tensor_types.__all__

@@ -48,6 +48,11 @@ enum class Error : int {
   kDeviceFault = 21,  // the device is in the FAULT state until reset
   kCopyFailure = 22,
   kCollectiveFailure = 23,  // a collective's ranks disagreed, left or hung
+  // Stream capture (openreg/graphs.h): a call capture does not permit
+  // (cudaErrorStreamCaptureUnsupported), and a capture that cannot become
+  // a graph (cudaErrorStreamCaptureInvalidated / Unjoined / Isolation).
+  kStreamCaptureUnsupported = 24,
+  kStreamCaptureInvalidated = 25,
 };
 
 // "invalid value", "out of memory", ...
