@@ -213,6 +213,14 @@ const std::vector<GpuField>& GpuFields() {
        [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
          return static_cast<int64_t>(d.kernel_failures());
        }},
+      {"graphs", "", false, "captured graphs every process keeps",
+       [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
+         return static_cast<int64_t>(d.graphs());
+       }},
+      {"graphs.replayed", "", false, "graph replays run since start",
+       [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
+         return static_cast<int64_t>(d.graphs_replayed());
+       }},
   };
   return *fields;
 }
