@@ -158,8 +158,9 @@ absl::StatusOr<std::vector<std::string>> StreamCapture::Finish() {
 
 absl::Status CheckUnsafeCall(absl::string_view call) {
   StrictCaptures& strict = Strict();
-  if (strict.count.load(std::memory_order_acquire) == 0)
+  if (strict.count.load(std::memory_order_acquire) == 0) {
     return absl::OkStatus();
+  }
   if (thread_mode == CaptureMode::kRelaxed) return absl::OkStatus();
   absl::MutexLock lock(&strict.mutex);
   const std::thread::id self = std::this_thread::get_id();

@@ -39,7 +39,8 @@ absl::Status ResolveGraphDraws(const proto::ReplayGraph& replay,
                        "uses generator ",
                        index));
     }
-    const proto::GeneratorState& draw = replay.generators(index - 1);
+    const proto::GeneratorState& draw =
+        replay.generators(static_cast<int>(index - 1));
     state->set_seed(draw.seed());
     state->set_offset(draw.offset() + state->offset());
     state->set_graph_generator(0);

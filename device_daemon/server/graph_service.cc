@@ -60,8 +60,8 @@ grpc::Status ControlService::DescribeGraph(
   }
   absl::StatusOr<std::string> text =
       graphs_->Describe((*session)->id(), request->graph());
-  if (text.ok()) reply->set_text(*std::move(text));
   ToProtoStatus(text.status(), reply->mutable_status());
+  if (text.ok()) reply->set_text(*std::move(text));
   return grpc::Status::OK;
 }
 
