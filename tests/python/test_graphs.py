@@ -4,6 +4,7 @@ replay runs it in the daemon as one command; pools, CUDA's capture rules,
 graph-safe random numbers, faults inside replays, multi-stream capture,
 make_graphed_callables, and a graph freed with its client."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -479,6 +480,21 @@ def test_a_graph_is_freed_when_its_client_is_killed():
             break
         time.sleep(0.1)
     assert daemon_graphs() == before
+
+
+EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir,
+                       os.pardir, "examples", "graph_replay.py")
+
+
+def test_the_example_replays_training_steps_with_eagers_losses():
+    done = subprocess.run(
+        [sys.executable, EXAMPLE, "12"],
+        env=python_env(OPENREG_DAEMON_SOCKET=DAEMON.socket,
+                       OPENREG_AUTOSPAWN="0"),
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "graph_replay: OK" in done.stdout
+    assert "replayed loss" in done.stdout
 
 
 if __name__ == "__main__":
