@@ -29,18 +29,6 @@ bool ThreadFlushesDenormals() {
 #endif
 }
 
-// ATen's default intra-op thread count: the processors this process may
-// run on (what OpenMP's default is without OMP_NUM_THREADS).
-int DefaultIntraOpThreads() {
-  static const int threads = [] {
-    using NumProcs = int (*)();
-    auto num_procs =
-        reinterpret_cast<NumProcs>(dlsym(RTLD_DEFAULT, "omp_get_num_procs"));
-    return num_procs != nullptr ? std::max(1, num_procs()) : 1;
-  }();
-  return threads;
-}
-
 // Sets the calling thread's intra-op threads for OpenMP and MKL only.
 // at::set_num_threads would also resize process-wide pools (pthreadpool)
 // from whichever executor thread calls it.
@@ -58,6 +46,16 @@ void SetThreadIntraOpThreads(int threads) {
 }
 
 }  // namespace
+
+int DefaultIntraOpThreads() {
+  static const int threads = [] {
+    using NumProcs = int (*)();
+    auto num_procs =
+        reinterpret_cast<NumProcs>(dlsym(RTLD_DEFAULT, "omp_get_num_procs"));
+    return num_procs != nullptr ? std::max(1, num_procs()) : 1;
+  }();
+  return threads;
+}
 
 bool operator==(const KernelSettings& a, const KernelSettings& b) {
   return SameProcessSettings(a, b) && a.intra_op_threads == b.intra_op_threads;

@@ -56,6 +56,10 @@ bool SameProcessSettings(const KernelSettings& a, const KernelSettings& b);
 // This process's settings, as the calling thread sees them.
 KernelSettings CurrentKernelSettings();
 
+// ATen's default intra-op thread count: the processors this process may
+// run on (what OpenMP's default is without OMP_NUM_THREADS).
+int DefaultIntraOpThreads();
+
 // The most intra-op threads a launch may ask the daemon for.
 inline constexpr int kMaxIntraOpThreads = 64;
 

@@ -20,6 +20,7 @@
 #include "device_daemon/kernels/launch_decoder.h"
 #include "device_daemon/kernels/launch_error.h"
 #include "device_daemon/kernels/launch_reply.h"
+#include "device_daemon/kernels/launch_threads.h"
 #include "op_codec/error_classes.h"
 #include "op_codec/kernel_settings.h"
 
@@ -42,9 +43,8 @@ AtenOpRunner::AtenOpRunner(uint64_t workspace_limit_bytes)
 absl::Status AtenOpRunner::Run(const StreamContext& context,
                                const proto::LaunchOp& op, uint64_t sequence,
                                WrittenTensors* written) {
-  // Intra-op parallelism is left at ATen's default (one thread per core),
-  // shared by all stream workers: ATen's pool serializes nested parallel
-  // regions, and with few cores more threads would only add contention.
+  // The launch's intra-op threads: the client's count, or one for a small
+  // launch (launch_threads.h).
   // Plain inference: no autograd bookkeeping for daemon-side tensors.
   c10::InferenceMode inference_mode;
   StageTimer settings_stage(context.timing, CostStage::kSettings);
@@ -62,6 +62,10 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
     }
     settings = *decoded;
   }
+  settings.intra_op_threads = LaunchIntraOpThreads(
+      op, ResolveOp(op.name(), op.overload()),
+      settings.intra_op_threads > 0 ? settings.intra_op_threads
+                                    : op_codec::DefaultIntraOpThreads());
   const KernelSettingsGate::Pass pass = settings_gate_.Enter(settings);
   op_codec::ApplyThreadSettings(settings);
   settings_stage.Stop();

@@ -94,7 +94,11 @@ const ResolvedOp* ResolveOp(const std::string& name,
     std::optional<c10::OperatorHandle> handle =
         c10::Dispatcher::singleton().findSchema({name, overload});
     if (!handle.has_value()) return nullptr;
-    it = table.emplace(key, ResolvedOp{*handle, FindOutVariant(*handle)}).first;
+    it = table
+             .emplace(key,
+                      ResolvedOp{*handle, handle->hasTag(at::Tag::pointwise),
+                                 FindOutVariant(*handle)})
+             .first;
   }
   return &it->second;
 }

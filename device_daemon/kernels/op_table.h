@@ -4,7 +4,8 @@
 // client already allocated runs the out= kernel straight into them instead
 // of letting the kernel allocate a result the daemon would then copy.
 //
-// Included by kernel_launch.h only (it pulls in the dispatcher headers).
+// Included by kernel_launch.h and launch_threads.h only (it pulls in the
+// dispatcher headers).
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_OP_TABLE_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_OP_TABLE_H_
 
@@ -17,6 +18,9 @@ namespace openreg::daemon {
 
 struct ResolvedOp {
   c10::OperatorHandle handle;
+  // Tagged pointwise in ATen (at::Tag::pointwise): each output element
+  // depends on its own input elements only (launch_threads.h).
+  bool pointwise = false;
   // For a structured op's functional variant: the out= overload taking the
   // same arguments followed by one out= tensor per return; else absent.
   std::optional<c10::OperatorHandle> out_variant;

@@ -1,0 +1,53 @@
+// The intra-op thread count a launch runs with.
+//
+// A launch carries its client's count (KernelSettings.intra_op_threads) so
+// that a kernel splits its work as CPU eager would and gives CPU's exact
+// result. But in the daemon a parallel region must wake an OpenMP worker
+// that shares the cores with the client's Python: on a 2-core VM, 2-thread
+// kernels ran 3-20x slower than CPU eager's when small and no faster than
+// on one thread when large (docs/ARCHITECTURE.md, "The cost of one op").
+// So a launch runs on one thread wherever that cannot change its result:
+//
+// - Pointwise ops (at::Tag::pointwise): each output element is computed
+//   from its own inputs, however the range is split.
+// - Matrix products (mm, addmm, bmm, baddbmm, mv, addmv): MKL's and
+//   oneDNN's gemm split the output, not the sum; bitwise equality with
+//   CPU at 1, 2 and 3 threads is tested on shapes up to K = 500,000
+//   (tests/python/test_launch_threads.py), so a library that changes this
+//   fails there.
+// - Any op whose every tensor has at most at::internal::GRAIN_SIZE
+//   elements: ATen's parallel_for and parallel_reduce run the whole range
+//   inline below it. Except the ops whose libraries split by thread count
+//   at any size (MKL's FFT, LAPACK, embedding_bag's per-thread buffers):
+//   their results differed between 1 and 2 threads on PyTorch's own small
+//   sample inputs.
+//
+// Everything else (large reductions, convolutions, ...) runs with the
+// client's count.
+#ifndef OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_THREADS_H_
+#define OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_THREADS_H_
+
+#include <cstdint>
+
+#include "device_daemon/kernels/op_table.h"
+#include "protos/commands.pb.h"
+
+namespace openreg::daemon {
+
+// The most elements of any tensor of `op` (arguments, tensor lists and
+// outputs); INT64_MAX for a sparse argument (never run on fewer threads
+// than asked).
+int64_t LargestTensorElements(const proto::LaunchOp& op);
+
+// Whether `op`'s library splits its work by thread count at any size.
+bool SplitsAtAnySize(const proto::LaunchOp& op);
+
+// `requested` (the client's count, >= 1), or 1 where one thread gives the
+// same result (see above). `resolved` may be null (an unknown op: its
+// launch fails anyway).
+int LaunchIntraOpThreads(const proto::LaunchOp& op, const ResolvedOp* resolved,
+                         int requested);
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_THREADS_H_
