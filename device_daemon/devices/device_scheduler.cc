@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "data_plane/monotonic_clock.h"
 #include "data_plane/spin_wait.h"
+#include "device_daemon/base/openmp_team.h"
 
 namespace openreg::daemon {
 namespace {
@@ -316,6 +317,8 @@ void DeviceScheduler::ExecutorLoop() {
       ++sleeping_;
       mutex_.Unlock();
       g_awake.fetch_sub(1, std::memory_order_relaxed);
+      // Idle for a while: hand the OpenMP team back (base/openmp_team.h).
+      if (timed_out) ReleaseOpenMpTeam();
       epoll_event events[16];
       const int ready =
           epoll_wait(epoll_fd_, events, 16, kIdleWaitMilliseconds);

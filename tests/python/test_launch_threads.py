@@ -12,7 +12,7 @@ import torch
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils._pytree import tree_flatten, tree_map
 
-from daemon_fixture import module_daemon
+from daemon_fixture import module_daemon, python_env, run_python
 
 DAEMON, setup_module, teardown_module = module_daemon(devices=1)
 
@@ -204,6 +204,54 @@ def test_large_launches_equal_cpu_bitwise_at_three_threads():
             expected = compute(*inputs)
             actual = compute(*[t.to("openreg") for t in inputs])
             assert_bitwise_equal(actual, expected)
+
+
+# Runs in a fresh interpreter: prints the daemon's own threads (executors,
+# their OpenMP workers and the main thread; gRPC's come and go with control
+# calls) while idle, right after multi-threaded kernels, and once they have
+# gone back to the idle count (or 5 s later).
+_TEAMS_PROBE = """
+import os, sys, time, torch
+pid = int(sys.argv[1])
+def threads():
+    tasks = f"/proc/{pid}/task"
+    names = []
+    for task in os.listdir(tasks):
+        with open(f"{tasks}/{task}/comm") as comm:
+            names.append(comm.read().strip())
+    return names.count("openreg-daemon")
+large = torch.randn(1 << 22, device="openreg")
+torch.openreg.synchronize()
+time.sleep(0.5)
+idle = threads()
+torch.set_num_threads(2)
+streams = [torch.openreg.Stream() for _ in range(3)]
+for _ in range(20):
+    for stream in streams:
+        with torch.openreg.stream(stream):
+            large.sum()
+torch.openreg.synchronize()
+busy = threads()
+deadline = time.monotonic() + 5
+while threads() > idle and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(idle, busy, threads())
+"""
+
+
+def test_idle_executors_hand_back_their_openmp_workers():
+    """A multi-threaded kernel gives its executor a team of OpenMP workers;
+    an executor idle for a while (its 100 ms sleep timed out) frees it, so
+    a daemon does not keep one team per executor that ever ran such a
+    kernel (base/openmp_team.h)."""
+    probe = run_python(_TEAMS_PROBE.replace("int(sys.argv[1])",
+                                            str(DAEMON.pid)),
+                       python_env(OPENREG_DAEMON_SOCKET=DAEMON.socket,
+                                  OPENREG_AUTOSPAWN="0"))
+    assert probe.returncode == 0, probe.stderr
+    idle, busy, after = map(int, probe.stdout.split())
+    assert busy > idle, (idle, busy)  # the premise: teams were started
+    assert after <= idle, (idle, busy, after)
 
 
 if __name__ == "__main__":
