@@ -21,6 +21,7 @@
 #include "device_daemon/kernels/launch_error.h"
 #include "device_daemon/kernels/launch_reply.h"
 #include "device_daemon/kernels/launch_threads.h"
+#include "device_daemon/kernels/op_table.h"
 #include "op_codec/error_classes.h"
 #include "op_codec/kernel_settings.h"
 
@@ -43,14 +44,13 @@ AtenOpRunner::AtenOpRunner(uint64_t workspace_limit_bytes)
 absl::Status AtenOpRunner::Run(const StreamContext& context,
                                const proto::LaunchOp& op, uint64_t sequence,
                                WrittenTensors* written) {
-  // The launch's intra-op threads: the client's count, or one for a small
-  // launch (launch_threads.h).
   // Plain inference: no autograd bookkeeping for daemon-side tensors.
   c10::InferenceMode inference_mode;
   StageTimer settings_stage(context.timing, CostStage::kSettings);
+  const ResolvedOp* const resolved = ResolveOp(op.name(), op.overload());
   LaunchDecoder decoder(context, op);
   LaunchReply reply(context, op, decoder);
-  KernelLaunch launch(op, decoder, reply, context.timing);
+  KernelLaunch launch(op, resolved, decoder, reply, context.timing);
   op_codec::KernelSettings settings;
   if (op.has_settings()) {
     absl::StatusOr<op_codec::KernelSettings> decoded =
@@ -62,8 +62,9 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
     }
     settings = *decoded;
   }
+  // The client's intra-op threads, or one where that gives the same bits.
   settings.intra_op_threads = LaunchIntraOpThreads(
-      op, ResolveOp(op.name(), op.overload()),
+      op, resolved,
       settings.intra_op_threads > 0 ? settings.intra_op_threads
                                     : op_codec::DefaultIntraOpThreads());
   const KernelSettingsGate::Pass pass = settings_gate_.Enter(settings);

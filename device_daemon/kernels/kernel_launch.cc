@@ -87,11 +87,9 @@ absl::Status KernelLaunch::Run(uint64_t sequence, WrittenTensors* written) {
 
 absl::Status KernelLaunch::RunKernel(uint64_t sequence) {
   StageTimer decoding(timing_, CostStage::kDecode);
-  absl::StatusOr<const ResolvedOp*> resolved = Resolve();
-  if (!resolved.ok()) return resolved.status();
-  resolved_ = *resolved;
+  if (resolved_ == nullptr) return UnknownOperator();
   absl::StatusOr<torch::jit::Stack> stack =
-      decoder_.BuildStack((*resolved)->handle.schema());
+      decoder_.BuildStack(resolved_->handle.schema());
   if (!stack.ok()) return stack.status();
   if (absl::Status outputs = decoder_.ValidateOutputs(); !outputs.ok()) {
     return outputs;
@@ -105,15 +103,15 @@ absl::Status KernelLaunch::RunKernel(uint64_t sequence) {
     absl::Status ran;
     {
       const c10::WarningUtils::WarningHandlerGuard guard(&collector);
-      ran = RunAsynchronous(**resolved, &*stack);
+      ran = RunAsynchronous(*resolved_, &*stack);
     }
     reply_.PostWarnings(collector.warnings());
     return ran;
   }
   if (op_.outputs_size() == 0) {
-    return RunSynchronous((*resolved)->handle, &*stack, sequence);
+    return RunSynchronous(resolved_->handle, &*stack, sequence);
   }
-  return RunChecked(**resolved, &*stack, sequence);
+  return RunChecked(*resolved_, &*stack, sequence);
 }
 
 void KernelLaunch::CollectWritten(const c10::FunctionSchema& schema,
@@ -135,17 +133,13 @@ void KernelLaunch::CollectWritten(const c10::FunctionSchema& schema,
   }
 }
 
-absl::StatusOr<const ResolvedOp*> KernelLaunch::Resolve() const {
-  const ResolvedOp* resolved = ResolveOp(op_.name(), op_.overload());
-  if (resolved == nullptr) {
-    // Like an op without a kernel for a backend: NotImplementedError.
-    return MakeError(
-        proto::KERNEL_NOT_IMPLEMENTED_ERROR,
-        absl::StrCat("unknown operator ", OpName(op_),
-                     ": the daemon has no kernel for it (load the library "
-                     "that defines it with --kernel_library)"));
-  }
-  return resolved;
+absl::Status KernelLaunch::UnknownOperator() const {
+  // Like an op without a kernel for a backend: NotImplementedError.
+  return MakeError(
+      proto::KERNEL_NOT_IMPLEMENTED_ERROR,
+      absl::StrCat("unknown operator ", OpName(op_),
+                   ": the daemon has no kernel for it (load the library "
+                   "that defines it with --kernel_library)"));
 }
 
 absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,

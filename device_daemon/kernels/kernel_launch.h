@@ -36,21 +36,29 @@ namespace openreg::daemon {
 
 class KernelLaunch {
  public:
-  // `timing` (may be null) gets the decode and kernel stages.
-  KernelLaunch(const proto::LaunchOp& op, LaunchDecoder& decoder,
-               LaunchReply& reply, CommandTiming* timing)
-      : op_(op), decoder_(decoder), reply_(reply), timing_(timing) {}
+  // `resolved` is the op's dispatcher entry (ResolveOp), null when no
+  // operator has its name: the launch then fails at Run. `timing` (may be
+  // null) gets the decode and kernel stages.
+  KernelLaunch(const proto::LaunchOp& op, const ResolvedOp* resolved,
+               LaunchDecoder& decoder, LaunchReply& reply,
+               CommandTiming* timing)
+      : op_(op),
+        decoder_(decoder),
+        reply_(reply),
+        timing_(timing),
+        resolved_(resolved) {}
 
   // On success, `written` (if not null) gets the tensors the kernel wrote.
   absl::Status Run(uint64_t sequence, WrittenTensors* written);
 
  private:
-  // Resolves, decodes and runs the op (Run without the bookkeeping).
+  // Decodes and runs the op (Run without the bookkeeping).
   absl::Status RunKernel(uint64_t sequence);
   void CollectWritten(const c10::FunctionSchema& schema,
                       WrittenTensors* written) const;
   // The steps of Run, in order.
-  absl::StatusOr<const ResolvedOp*> Resolve() const;
+  // KERNEL_NOT_IMPLEMENTED_ERROR naming the op: no operator has its name.
+  absl::Status UnknownOperator() const;
   absl::Status RunAsynchronous(const ResolvedOp& resolved,
                                torch::jit::Stack* stack);
   absl::Status RunSynchronous(const c10::OperatorHandle& handle,
@@ -75,7 +83,7 @@ class KernelLaunch {
   LaunchDecoder& decoder_;
   LaunchReply& reply_;
   CommandTiming* const timing_;
-  const ResolvedOp* resolved_ = nullptr;  // set once the op is looked up
+  const ResolvedOp* const resolved_;
   OutArguments out_arguments_;
 };
 

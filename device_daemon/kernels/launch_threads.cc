@@ -3,7 +3,7 @@
 #include <ATen/TensorIterator.h>
 
 #include <algorithm>
-#include <array>
+#include <iterator>
 #include <limits>
 #include <string_view>
 
@@ -43,22 +43,44 @@ int64_t Elements(const proto::Argument& argument) {
   }
 }
 
-// Ops (names after "aten::", prefixes) whose libraries split their work
-// by thread count at any size: MKL's FFT, LAPACK, embedding_bag.
-constexpr std::array<std::string_view, 17> kSplitsAtAnySize = {
-    "_fft_",          "fft_",          "stft",    "istft",
-    "_embedding_bag", "embedding_bag", "linalg_", "_linalg_",
-    "cholesky",       "_cholesky",     "lu_",     "_lu",
-    "geqrf",          "orgqr",         "ormqr",   "triangular_solve",
-    "matrix_exp"};
-
-bool IsMatrixProduct(std::string_view name) {
-  constexpr std::array<std::string_view, 6> kMatrixProducts = {
-      "aten::mm",      "aten::addmm", "aten::bmm",
-      "aten::baddbmm", "aten::mv",    "aten::addmv"};
-  return std::find(kMatrixProducts.begin(), kMatrixProducts.end(), name) !=
-         kMatrixProducts.end();
-}
+// Ops (names after "aten::", prefixes) whose libraries choose their own
+// split by thread count at any size: BLAS (MKL's gemm differs between one
+// and two threads on a 10x32 by 32x64 product), oneDNN's convolutions,
+// MKL's FFT, LAPACK, embedding_bag's per-thread buffers.
+constexpr std::string_view kSplitsAtAnySize[] = {"mm",
+                                                 "addmm",
+                                                 "_addmm_activation",
+                                                 "bmm",
+                                                 "baddbmm",
+                                                 "addbmm",
+                                                 "mv",
+                                                 "addmv",
+                                                 "dot",
+                                                 "vdot",
+                                                 "addr",
+                                                 "_int_mm",
+                                                 "conv",
+                                                 "_convolution",
+                                                 "mkldnn_",
+                                                 "_slow_conv",
+                                                 "slow_conv",
+                                                 "_fft_",
+                                                 "fft_",
+                                                 "stft",
+                                                 "istft",
+                                                 "_embedding_bag",
+                                                 "embedding_bag",
+                                                 "linalg_",
+                                                 "_linalg_",
+                                                 "cholesky",
+                                                 "_cholesky",
+                                                 "lu_",
+                                                 "_lu",
+                                                 "geqrf",
+                                                 "orgqr",
+                                                 "ormqr",
+                                                 "triangular_solve",
+                                                 "matrix_exp"};
 
 }  // namespace
 
@@ -78,7 +100,7 @@ bool SplitsAtAnySize(const proto::LaunchOp& op) {
   const std::string_view full_name = op.name();
   if (full_name.substr(0, kAten.size()) != kAten) return true;  // not ATen's
   const std::string_view name = full_name.substr(kAten.size());
-  return std::any_of(kSplitsAtAnySize.begin(), kSplitsAtAnySize.end(),
+  return std::any_of(std::begin(kSplitsAtAnySize), std::end(kSplitsAtAnySize),
                      [name](std::string_view prefix) {
                        return name.substr(0, prefix.size()) == prefix;
                      });
@@ -87,7 +109,7 @@ bool SplitsAtAnySize(const proto::LaunchOp& op) {
 int LaunchIntraOpThreads(const proto::LaunchOp& op, const ResolvedOp* resolved,
                          int requested) {
   if (requested <= 1 || resolved == nullptr) return requested;
-  if (resolved->pointwise || IsMatrixProduct(op.name())) return 1;
+  if (resolved->pointwise) return 1;
   if (LargestTensorElements(op) > at::internal::GRAIN_SIZE) return requested;
   if (SplitsAtAnySize(op)) return requested;
   return 1;

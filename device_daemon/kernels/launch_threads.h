@@ -10,20 +10,16 @@
 //
 // - Pointwise ops (at::Tag::pointwise): each output element is computed
 //   from its own inputs, however the range is split.
-// - Matrix products (mm, addmm, bmm, baddbmm, mv, addmv): MKL's and
-//   oneDNN's gemm split the output, not the sum; bitwise equality with
-//   CPU at 1, 2 and 3 threads is tested on shapes up to K = 500,000
-//   (tests/python/test_launch_threads.py), so a library that changes this
-//   fails there.
 // - Any op whose every tensor has at most at::internal::GRAIN_SIZE
 //   elements: ATen's parallel_for and parallel_reduce run the whole range
-//   inline below it. Except the ops whose libraries split by thread count
-//   at any size (MKL's FFT, LAPACK, embedding_bag's per-thread buffers):
-//   their results differed between 1 and 2 threads on PyTorch's own small
-//   sample inputs.
+//   inline below it. Except the ops whose libraries choose their own split
+//   by thread count at any size: BLAS (MKL's gemm gave other bits on one
+//   thread than on two for a 10x32 by 32x64 product), oneDNN's
+//   convolutions, MKL's FFT, LAPACK, embedding_bag's per-thread buffers.
 //
-// Everything else (large reductions, convolutions, ...) runs with the
-// client's count.
+// Everything else (large reductions, matrix products, convolutions, ...)
+// runs with the client's count. tests/python/test_launch_threads.py checks
+// the choice and that results are CPU's bits at the client's count.
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_THREADS_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_THREADS_H_
 

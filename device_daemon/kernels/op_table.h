@@ -4,8 +4,8 @@
 // client already allocated runs the out= kernel straight into them instead
 // of letting the kernel allocate a result the daemon would then copy.
 //
-// Included by kernel_launch.h and launch_threads.h only (it pulls in the
-// dispatcher headers).
+// Included by the op runner's own files only (it pulls in the dispatcher
+// headers).
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_OP_TABLE_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_OP_TABLE_H_
 

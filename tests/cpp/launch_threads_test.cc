@@ -44,14 +44,15 @@ TEST(LaunchThreadsTest, LargeReductionsKeepTheClientsCount) {
   EXPECT_EQ(Threads(Launch("aten::cumsum", "", {256, 256}), 2), 2);
 }
 
-TEST(LaunchThreadsTest, PointwiseOpsAndMatrixProductsRunOnOneThreadAtAnySize) {
+TEST(LaunchThreadsTest, PointwiseOpsRunOnOneThreadAtAnySize) {
   EXPECT_EQ(Threads(Launch("aten::gelu", "", {1 << 20}), 2), 1);
   EXPECT_EQ(Threads(Launch("aten::add_", "Tensor", {1 << 20}), 2), 1);
-  EXPECT_EQ(Threads(Launch("aten::mm", "", {4096, 4096}), 2), 1);
-  EXPECT_EQ(Threads(Launch("aten::addmm", "out", {4096, 4096}), 2), 1);
 }
 
 TEST(LaunchThreadsTest, LibrariesThatSplitByThreadsKeepTheClientsCount) {
+  EXPECT_EQ(Threads(Launch("aten::mm", "", {10, 32}), 2), 2);
+  EXPECT_EQ(Threads(Launch("aten::addmm", "out", {4096, 4096}), 2), 2);
+  EXPECT_EQ(Threads(Launch("aten::convolution", "", {1, 3, 8, 8}), 2), 2);
   EXPECT_EQ(Threads(Launch("aten::_fft_r2c", "", {5, 6, 7}), 2), 2);
   EXPECT_EQ(Threads(Launch("aten::_embedding_bag", "", {5, 5}), 2), 2);
   EXPECT_EQ(Threads(Launch("aten::linalg_lstsq", "", {3, 3}), 2), 2);
