@@ -166,12 +166,19 @@ void StreamWorker::Fault(uint64_t sequence, const absl::Status& status) {
 }
 
 StreamWorker::Step StreamWorker::RunOne() {
-  CommandCosts* const costs = this->costs();
+  CommandCosts* costs = this->costs();
   timing_.enabled = costs != nullptr;
   if (costs != nullptr) timing_.Clear();
   StageTimer reading(&timing_, CostStage::kRead);
   const absl::Status read = reader_.TryRead(&payload_);
   if (absl::IsUnavailable(read)) return Step::kEmpty;
+  if (costs == nullptr && (costs = this->costs()) != nullptr) {
+    // The profile started while this worker looked at the ring: a command
+    // its client wrote after the profile started still counts (all but its
+    // read stage).
+    timing_.Clear();
+    timing_.enabled = true;
+  }
   const uint64_t expected = last_sequence_ + 1;
   if (!read.ok()) {
     Fault(expected, read);
