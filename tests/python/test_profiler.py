@@ -60,10 +60,16 @@ def test_a_step_records_device_events_whose_durations_are_the_daemons_busy_time(
     assert names.count("copy_host_to_device") >= 4, names
     recorded = sum(e.time_range.elapsed_us() for e in events) / 1e6
     daemon_busy = after - before
-    # The daemon's busy time also covers reading each command from the ring
-    # and the stream's brief spin before it parks: within 10%.
-    assert recorded == pytest.approx(daemon_busy, rel=0.10), (
-        recorded, daemon_busy)
+    # Each event lies inside one of the device's busy slices, so the events
+    # cannot sum to more than the busy time (2% for their rounding to
+    # whole microseconds). A slice also covers reading each command from
+    # the ring and the stream's brief spin before it parks, and, on a
+    # loaded host, the executor being preempted between two commands: CI
+    # saw 86% with other tests running, a quiet host 98%. The matmuls are
+    # two thirds of the busy time here: 70% still fails if their device
+    # time went unrecorded.
+    assert recorded <= daemon_busy * 1.02, (recorded, daemon_busy)
+    assert recorded >= daemon_busy * 0.70, (recorded, daemon_busy)
     for event in events:
         assert event.device_index == 0
         assert event.time_range.elapsed_us() > 0
