@@ -36,8 +36,15 @@ absl::Status RingWriter::TryWrite(const void* payload, uint64_t size) {
   const uint64_t offset = tail % capacity_;
   const uint64_t to_end = capacity_ - offset;
   const uint64_t padding = need > to_end ? to_end : 0;
-  if (padding + need > FreeBytes()) {
-    return absl::ResourceExhaustedError("command ring is full");
+  // The consumer's head is read only when the head seen last leaves too
+  // little room (or is ahead of the tail: the daemon restarted a reused
+  // slot's ring at 0): it is the line the daemon writes after every read,
+  // and loading it each time cost a cache miss per command.
+  if (known_head_ > tail || padding + need > capacity_ - (tail - known_head_)) {
+    known_head_ = control_->head.Load();
+    if (padding + need > capacity_ - (tail - known_head_)) {
+      return absl::ResourceExhaustedError("command ring is full");
+    }
   }
   if (padding != 0) {
     RecordHeader pad{static_cast<uint32_t>(padding - kRecordHeaderBytes),

@@ -63,6 +63,9 @@ class RingWriter {
   RingControl* control_;
   char* buffer_;
   uint64_t capacity_;
+  // The consumer's head as last read: heads only grow, so room computed
+  // from it is never more than there is.
+  uint64_t known_head_ = 0;
 };
 
 class RingReader {

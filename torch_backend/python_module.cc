@@ -17,15 +17,16 @@
 #include "torch_backend/distributed/occl_bindings.h"
 #include "torch_backend/fault_bindings.h"
 #include "torch_backend/generator.h"
+#include "torch_backend/graph_bindings.h"
 #include "torch_backend/ignored_error.h"
 #include "torch_backend/ipc_bindings.h"
 #include "torch_backend/kernel_warnings.h"
 #include "torch_backend/kernels/blocked_ops.h"
+#include "torch_backend/kernels/decomposed_cpu_ops.h"
 #include "torch_backend/kernels/fast_path_ops.h"
 #include "torch_backend/kernels/quantized_ops.h"
 #include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
-#include "torch_backend/graph_bindings.h"
 #include "torch_backend/memory_bindings.h"
 #include "torch_backend/runtime_error.h"
 #include "torch_backend/sync_debug.h"
@@ -105,6 +106,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "openreg runtime bindings (daemon-backed PrivateUse1 device)";
   // After every static registration of this library (see the header).
   RouteStructuredOpsToDaemon();
+  RouteDecomposedCpuOpsToDaemon();
   RouteSparseOpsToDaemon();
   RouteQuantizedOpsToDaemon();
   m.def("_set_daemon_binary", &SetDaemonBinary, py::arg("path"));

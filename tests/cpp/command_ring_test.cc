@@ -79,6 +79,27 @@ TEST_F(CommandRingTest, FullRingReportsResourceExhaustedThenRecovers) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(Read(), payload);
 }
 
+TEST_F(CommandRingTest, WriterKeepsCountingRoomAfterTheRingRestartsAtZero) {
+  // The writer remembers the last head it read; a reused stream slot's ring
+  // starts again at 0 under the same writer (the daemon resets it).
+  const std::string payload(120, 'r');  // 128 bytes per record
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(writer_.TryWrite(payload.data(), payload.size()).ok()) << i;
+    EXPECT_EQ(Read(), payload) << i;
+  }
+  control_->tail.value.store(0);
+  control_->head.value.store(0);
+  int written = 0;
+  absl::Status status;
+  while ((status = writer_.TryWrite(payload.data(), payload.size())).ok()) {
+    ++written;
+  }
+  EXPECT_EQ(written, 8);
+  EXPECT_TRUE(absl::IsResourceExhausted(status)) << status;
+  EXPECT_EQ(control_->tail.Load(), kCapacity);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(Read(), payload) << i;
+}
+
 TEST_F(CommandRingTest, WriteWaitsForTheReader) {
   const std::string payload(120, 'w');
   while (writer_.TryWrite(payload.data(), payload.size()).ok()) {

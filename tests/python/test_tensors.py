@@ -102,6 +102,40 @@ def test_matmul_matches_cpu():
     torch.testing.assert_close(linear.cpu(), a_cpu @ b_cpu)
 
 
+def test_normalizations_run_cpus_own_kernel_in_one_launch():
+    """layer_norm and group_norm: CPU runs a kernel of its own, other
+    backends get a decomposition (kernels/decomposed_cpu_ops.h); openreg
+    runs CPU's kernel in the daemon, forward and backward, with its bits."""
+    torch.manual_seed(0)
+    x = torch.randn(8, 16, 64, requires_grad=True)
+    images = torch.randn(4, 8, 5, 5, requires_grad=True)
+    weight, bias = torch.randn(64), torch.randn(64)
+    group_weight, group_bias = torch.randn(8), torch.randn(8)
+
+    def run(device):
+        inputs = [t.detach().to(device).requires_grad_()
+                  for t in (x, images)]
+        out = torch.nn.functional.layer_norm(
+            inputs[0], (64,), weight.to(device), bias.to(device))
+        grouped = torch.nn.functional.group_norm(
+            inputs[1], 4, group_weight.to(device), group_bias.to(device))
+        (out.square().sum() + grouped.square().sum()).backward()
+        return [t.cpu() for t in (out, grouped, inputs[0].grad,
+                                  inputs[1].grad)]
+
+    torch.openreg.synchronize()
+    with torch.openreg.command_costs() as costs:
+        on_device = run("openreg")
+    ops = {op["op"]: op["count"] for op in costs.ops}
+    for name in ("aten::native_layer_norm", "aten::native_group_norm",
+                 "aten::native_layer_norm_backward",
+                 "aten::native_group_norm_backward"):
+        assert ops.get(name) == 1, (name, ops)
+    assert "aten::native_batch_norm" not in ops, ops
+    for got, expected in zip(on_device, run("cpu")):
+        assert torch.equal(got, expected)
+
+
 def test_views_share_memory_with_their_base():
     base_cpu = torch.arange(24.0).reshape(4, 6)
     base = base_cpu.to("openreg")
