@@ -28,6 +28,7 @@
 #include "torch_backend/kernels/sparse_ops.h"
 #include "torch_backend/kernels/structured_ops.h"
 #include "torch_backend/memory_bindings.h"
+#include "torch_backend/module_bindings.h"
 #include "torch_backend/runtime_error.h"
 #include "torch_backend/sync_debug.h"
 
@@ -162,6 +163,7 @@ PYBIND11_MODULE(_C, m) {
   RegisterIpcBindings(m);
   RegisterMemoryBindings(m);
   RegisterGraphBindings(m);
+  RegisterModuleBindings(m);
   RegisterOcclBindings(m);
   // Streams, for torch.openreg.streams (the device guard's thread-local
   // current streams and the per-device stream pools).

@@ -1,13 +1,16 @@
 #include "device_daemon/execution/command_executor.h"
 
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "data_plane/fault_plan.h"
+#include "data_plane/module_abi.h"
 #include "data_plane/monotonic_clock.h"
 #include "device_daemon/base/errors.h"
 #include "device_daemon/devices/blocking_region.h"
@@ -79,6 +82,8 @@ std::string CommandName(const proto::Command& command) {
       return faults::CollectiveOpName(command.collective().kind());
     case proto::Command::kReplayGraph:
       return "graph_replay";
+    case proto::Command::kLaunchModule:
+      return command.launch_module().kernel();
     case proto::Command::BODY_NOT_SET:
       break;
   }
@@ -206,6 +211,8 @@ absl::Status CommandExecutor::Dispatch(const StreamContext& context,
       return FreeMemory(context, command.free(), command.sequence());
     case proto::Command::kReplayGraph:
       return ReplayGraph(context, command.replay_graph());
+    case proto::Command::kLaunchModule:
+      return LaunchModuleKernel(context, command.launch_module(), written);
     case proto::Command::BODY_NOT_SET:
       break;
   }
@@ -456,6 +463,82 @@ absl::Status CommandExecutor::Launch(const StreamContext& context,
     counters.kernel_failures.fetch_add(1);
   }
   return status;
+}
+
+absl::Status CommandExecutor::LaunchModuleKernel(
+    const StreamContext& context, const proto::LaunchModuleKernel& launch,
+    WrittenTensors* written) {
+  const Session& session = *context.session;
+  absl::StatusOr<std::shared_ptr<LoadedModule>> module =
+      session.FindModule(launch.module());
+  if (!module.ok()) return module.status();
+  if (launch.arguments_size() > kMaxModuleArguments) {
+    return InvalidValueError(absl::StrCat(
+        "compiled kernel ", launch.kernel(), " has ", launch.arguments_size(),
+        " arguments; at most ", kMaxModuleArguments, " are allowed"));
+  }
+  // Every tensor is checked whole against the session's allocations and
+  // held (pins) while the kernel runs; scalars live in `values`.
+  const int count = launch.arguments_size();
+  std::vector<PinnedRange> pins;
+  pins.reserve(static_cast<size_t>(count));
+  std::vector<int64_t> int_values(static_cast<size_t>(count));
+  std::vector<double> double_values(static_cast<size_t>(count));
+  std::vector<void*> pointers(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const proto::ModuleArgument& argument = launch.arguments(i);
+    const size_t index = static_cast<size_t>(i);
+    switch (argument.value_case()) {
+      case proto::ModuleArgument::kTensor: {
+        if (argument.tensor().device() != context.device) {
+          return InvalidValueError(absl::StrCat(
+              "compiled kernel ", launch.kernel(), ": argument ", i,
+              " is a tensor on openreg:", argument.tensor().device(),
+              ", but the kernel runs on openreg:", context.device));
+        }
+        absl::StatusOr<PinnedRange> pinned =
+            session.PinTensor(argument.tensor());
+        if (!pinned.ok()) {
+          return MakeError(
+              ErrorCodeOf(pinned.status()),
+              absl::StrCat("compiled kernel ", launch.kernel(), ", argument ",
+                           i, ": ", pinned.status().message()));
+        }
+        pointers[index] = pinned->data;
+        pins.push_back(*std::move(pinned));
+        if (argument.written() && written != nullptr) {
+          written->push_back(argument.tensor());
+        }
+        break;
+      }
+      case proto::ModuleArgument::kIntValue:
+        int_values[index] = argument.int_value();
+        pointers[index] = &int_values[index];
+        break;
+      case proto::ModuleArgument::kDoubleValue:
+        double_values[index] = argument.double_value();
+        pointers[index] = &double_values[index];
+        break;
+      case proto::ModuleArgument::VALUE_NOT_SET:
+        return InvalidValueError(absl::StrCat("compiled kernel ",
+                                              launch.kernel(), ": argument ", i,
+                                              " has no value"));
+    }
+  }
+  char error[kModuleErrorBytes] = {};
+  const int failed = (*module)->entry()(
+      pointers.data(), static_cast<uint32_t>(count), error, sizeof(error));
+  DeviceCounters& counters = devices_->counters(context.device);
+  if (failed != 0) {
+    counters.kernel_failures.fetch_add(1);
+    error[sizeof(error) - 1] = '\0';
+    return MakeError(
+        proto::KERNEL_FAILURE,
+        absl::StrCat("compiled kernel ", launch.kernel(), " (module ",
+                     (*module)->name(), ") failed: ", error));
+  }
+  counters.kernels_executed.fetch_add(1);
+  return absl::OkStatus();
 }
 
 }  // namespace openreg::daemon

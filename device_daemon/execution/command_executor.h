@@ -102,6 +102,13 @@ class CommandExecutor : public StreamEngine {
   absl::Status Launch(const StreamContext& context,
                       const proto::LaunchOp& launch, uint64_t sequence,
                       WrittenTensors* written);
+  // Runs the entry of a compiled module (data_plane/module_abi.h) on the
+  // launch's arguments, each tensor checked against the session's
+  // allocations first; `written` (null when no fault hook wants it) gets
+  // the tensors the launch marks written.
+  absl::Status LaunchModuleKernel(const StreamContext& context,
+                                  const proto::LaunchModuleKernel& launch,
+                                  WrittenTensors* written);
   // Runs the command's body; `written` collects what a kernel wrote.
   absl::Status Dispatch(const StreamContext& context,
                         const proto::Command& command, WrittenTensors* written);

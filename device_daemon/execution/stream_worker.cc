@@ -239,6 +239,7 @@ void StreamWorker::RecordActivity(const proto::Command& command,
   proto::DeviceActivity activity;
   switch (command.body_case()) {
     case proto::Command::kLaunch:
+    case proto::Command::kLaunchModule:
       activity.set_kind(proto::DeviceActivity::KERNEL);
       break;
     case proto::Command::kH2D:

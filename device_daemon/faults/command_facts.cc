@@ -9,6 +9,7 @@ namespace {
 proto::CommandKind KindOf(const proto::Command& command) {
   switch (command.body_case()) {
     case proto::Command::kLaunch:
+    case proto::Command::kLaunchModule:
       return proto::KERNEL;
     case proto::Command::kH2D:
     case proto::Command::kD2H:
@@ -43,6 +44,13 @@ CommandFacts FactsOfCommand(const StreamContext& context,
     facts.written_tensors = command.launch().outputs_size();
     for (const proto::Argument& argument : command.launch().arguments()) {
       facts.tensor_arguments += argument.has_tensor() ? 1 : 0;
+    }
+  } else if (command.has_launch_module()) {
+    facts.name = command.launch_module().kernel();
+    for (const proto::ModuleArgument& argument :
+         command.launch_module().arguments()) {
+      facts.tensor_arguments += argument.has_tensor() ? 1 : 0;
+      facts.written_tensors += argument.written() ? 1 : 0;
     }
   } else {
     facts.name = name;

@@ -158,6 +158,30 @@ grpc::Status ControlService::UnregisterHostRegion(
   return grpc::Status::OK;
 }
 
+grpc::Status ControlService::LoadModule(grpc::ServerContext*,
+                                        const proto::LoadModuleRequest* request,
+                                        proto::LoadModuleReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) -> absl::Status {
+                absl::StatusOr<uint64_t> module =
+                    session.LoadModule(request->client_fd(), request->name());
+                if (!module.ok()) return module.status();
+                reply->set_module(*module);
+                return absl::OkStatus();
+              });
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::UnloadModule(
+    grpc::ServerContext*, const proto::UnloadModuleRequest* request,
+    proto::UnloadModuleReply* reply) {
+  WithSession(registry_, request->session(), reply->mutable_status(),
+              [&](Session& session) {
+                return session.UnloadModule(request->module());
+              });
+  return grpc::Status::OK;
+}
+
 grpc::Status ControlService::CreateStream(
     grpc::ServerContext*, const proto::CreateStreamRequest* request,
     proto::CreateStreamReply* reply) {
@@ -274,6 +298,7 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
     stats->set_streams(snapshot.streams);
     stats->set_commands_executed(snapshot.commands_executed);
     stats->set_imported_bytes(snapshot.imported_bytes);
+    stats->set_modules(snapshot.modules);
   }
   for (const ExportStats& shared : exports_->Stats()) {
     proto::SharedAllocation* entry = reply->add_shared();

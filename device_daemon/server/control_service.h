@@ -72,6 +72,12 @@ class ControlService final : public proto::DeviceDaemon::Service {
       grpc::ServerContext* context,
       const proto::UnregisterHostRegionRequest* request,
       proto::UnregisterHostRegionReply* reply) override;
+  grpc::Status LoadModule(grpc::ServerContext* context,
+                          const proto::LoadModuleRequest* request,
+                          proto::LoadModuleReply* reply) override;
+  grpc::Status UnloadModule(grpc::ServerContext* context,
+                            const proto::UnloadModuleRequest* request,
+                            proto::UnloadModuleReply* reply) override;
   grpc::Status IpcGetMemHandle(grpc::ServerContext* context,
                                const proto::IpcGetMemHandleRequest* request,
                                proto::IpcGetMemHandleReply* reply) override;

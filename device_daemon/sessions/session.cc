@@ -438,6 +438,45 @@ size_t Session::host_region_count() const {
 
 // ---- Lifetime ----------------------------------------------------------
 
+// ---- Compiled modules ----------------------------------------------------
+
+absl::StatusOr<uint64_t> Session::LoadModule(int client_fd,
+                                             const std::string& name) {
+  {
+    absl::ReaderMutexLock lock(&mutex_);
+    if (absl::Status open = CheckOpen(); !open.ok()) return open;
+    if (absl::Status room = modules_.CheckRoom(); !room.ok()) return room;
+  }
+  // Loaded outside the lock: dlopen runs the module's initializers.
+  absl::StatusOr<std::shared_ptr<LoadedModule>> module = LoadedModule::Open(
+      identity_.peer.pid, client_fd, identity_.peer.uid, name);
+  if (!module.ok()) return module.status();
+  absl::MutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  return modules_.Add(*std::move(module));
+}
+
+absl::Status Session::UnloadModule(uint64_t module) {
+  // Dropped after the lock: the last reference unloads the library.
+  absl::StatusOr<std::shared_ptr<LoadedModule>> released;
+  absl::MutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  released = modules_.Remove(module);
+  return released.status();
+}
+
+absl::StatusOr<std::shared_ptr<LoadedModule>> Session::FindModule(
+    uint64_t module) const {
+  absl::ReaderMutexLock lock(&mutex_);
+  if (absl::Status open = CheckOpen(); !open.ok()) return open;
+  return modules_.Find(module);
+}
+
+size_t Session::module_count() const {
+  absl::ReaderMutexLock lock(&mutex_);
+  return modules_.size();
+}
+
 void Session::Close() {
   std::vector<std::shared_ptr<RunningStream>> workers;
   // Everything the session held, taken out of its tables under the lock.
@@ -450,6 +489,7 @@ void Session::Close() {
   auto released_memory = std::make_unique<AllocationTable>(devices_);
   auto released_imports = std::make_unique<ImportTable>();
   HostRegionTable released_host_regions;
+  ModuleTable released_modules;
   std::map<uint32_t, EventTable::Entry> released_events;
   std::map<uint32_t, StreamEntry> released_streams;
   {
@@ -463,6 +503,7 @@ void Session::Close() {
     std::swap(*released_memory, allocations_);
     std::swap(*released_imports, imports_);
     std::swap(released_host_regions, host_regions_);
+    std::swap(released_modules, modules_);
     std::swap(released_streams, streams_);
   }
   // Ask every worker first so that they wind down in parallel.
@@ -488,6 +529,7 @@ SessionStatsSnapshot Session::Stats() const {
   stats.pid = identity_.peer.pid;
   stats.allocated_bytes = allocations_.allocated_bytes();
   stats.imported_bytes = imports_.imported_bytes();
+  stats.modules = static_cast<uint32_t>(modules_.size());
   stats.streams = static_cast<uint32_t>(streams_.size());
   stats.commands_executed = commands_executed_.load(std::memory_order_relaxed);
   for (const auto& [device, bytes] : allocations_.allocated_bytes_by_device()) {

@@ -33,14 +33,15 @@
 #include "data_plane/shared_memory.h"
 #include "data_plane/tensor_extent.h"
 #include "data_plane/unix_socket.h"
-#include "device_daemon/sessions/activity_trace.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/devices/session_ring.h"
 #include "device_daemon/memory/device_buffer.h"
+#include "device_daemon/sessions/activity_trace.h"
 #include "device_daemon/sessions/allocation_table.h"
 #include "device_daemon/sessions/event_table.h"
 #include "device_daemon/sessions/host_region_table.h"
 #include "device_daemon/sessions/import_table.h"
+#include "device_daemon/sessions/module_table.h"
 #include "device_daemon/sessions/session_segment.h"
 #include "device_daemon/sessions/stream_engine.h"
 #include "device_daemon/sessions/stream_taints.h"
@@ -66,6 +67,7 @@ struct SessionStatsSnapshot {
   pid_t pid = 0;
   uint64_t allocated_bytes = 0;
   uint64_t imported_bytes = 0;
+  uint32_t modules = 0;
   uint32_t streams = 0;
   uint64_t commands_executed = 0;
   // By device, for the devices where the session has memory or streams.
@@ -164,6 +166,17 @@ class Session {
   absl::StatusOr<PinnedHostRange> PinHostRange(uint32_t region, uint64_t offset,
                                                uint64_t bytes) const;
   size_t host_region_count() const;
+
+  // ---- Compiled modules (module_table.h, loaded_module.h) ---------------
+  // Loads the client's shared library `client_fd` (see loaded_module.h for
+  // what is checked); returns the module id (never 0) launches name.
+  absl::StatusOr<uint64_t> LoadModule(int client_fd, const std::string& name);
+  // Forgets the module; launches already holding it finish first.
+  absl::Status UnloadModule(uint64_t module);
+  // The loaded module `module`, held for one launch.
+  absl::StatusOr<std::shared_ptr<LoadedModule>> FindModule(
+      uint64_t module) const;
+  size_t module_count() const;
 
   // ---- Streams (run by the StreamEngine, stream_engine.h) -------------
   // Takes a free slot >= device_count, resets it and has the engine start
@@ -278,6 +291,7 @@ class Session {
   AllocationTable allocations_ ABSL_GUARDED_BY(mutex_);
   ImportTable imports_ ABSL_GUARDED_BY(mutex_);
   HostRegionTable host_regions_ ABSL_GUARDED_BY(mutex_);
+  ModuleTable modules_ ABSL_GUARDED_BY(mutex_);
   EventTable events_ ABSL_GUARDED_BY(mutex_);
   std::map<uint32_t, StreamEntry> streams_ ABSL_GUARDED_BY(mutex_);  // by slot
   // Per stream slot, how many times ActivateStream started it.

@@ -1,0 +1,52 @@
+// A compiled module loaded into the daemon for one session
+// (data_plane/module_abi.h): the client's shared library, opened through
+// the client's own fd, checked, dlopen'ed and resolved to its entry.
+//
+// Trust model, as for --kernel_library: a module's code runs inside the
+// daemon with the daemon's rights, so only a client of the daemon's own uid
+// may load one, and only a regular file owned by that uid (or root) that
+// neither group nor others may write. A C++ exception is caught by the
+// module's entry and fails the launch; a crash in a module's kernel (a bad
+// pointer of its own making) takes the daemon down, as a crash in a
+// --kernel_library would: the daemon does not sandbox modules.
+#ifndef OPENREG_DEVICE_DAEMON_SESSIONS_LOADED_MODULE_H_
+#define OPENREG_DEVICE_DAEMON_SESSIONS_LOADED_MODULE_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "data_plane/module_abi.h"
+
+namespace openreg::daemon {
+
+class LoadedModule {
+ public:
+  // Opens /proc/<pid>/fd/<client_fd> of the session's client, checks it
+  // (see above: `session_uid` must be the daemon's effective uid) and
+  // loads it. PERMISSION_DENIED for a module the trust model refuses,
+  // INVALID_VALUE for a file that is not a loadable module of this ABI.
+  static absl::StatusOr<std::shared_ptr<LoadedModule>> Open(
+      pid_t pid, int client_fd, uid_t session_uid, const std::string& name);
+
+  LoadedModule(const LoadedModule&) = delete;
+  LoadedModule& operator=(const LoadedModule&) = delete;
+  ~LoadedModule();  // dlclose
+
+  const std::string& name() const { return name_; }
+  ModuleEntryFunction entry() const { return entry_; }
+
+ private:
+  LoadedModule(void* handle, ModuleEntryFunction entry, std::string name)
+      : handle_(handle), entry_(entry), name_(std::move(name)) {}
+
+  void* const handle_;
+  const ModuleEntryFunction entry_;
+  const std::string name_;
+};
+
+}  // namespace openreg::daemon
+
+#endif  // OPENREG_DEVICE_DAEMON_SESSIONS_LOADED_MODULE_H_

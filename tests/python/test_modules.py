@@ -1,0 +1,230 @@
+"""Compiled modules (openreg/modules.h, data_plane/module_abi.h,
+docs/COMPILE.md): a kernel library the client built, loaded into the
+daemon for its session and launched on device memory on the current
+stream; the trust checks on loading; errors at the call or at the next
+synchronization, naming the kernel; fault injection into a module kernel's
+output; unloading."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch_openreg import _C
+
+from daemon_fixture import process_daemon, run_python
+
+DAEMON = process_daemon(devices=2)
+faults = torch.openreg.faults
+
+# out[i] = x[i] * alpha + offset; a negative count throws inside the kernel.
+SOURCE = textwrap.dedent("""
+    #include <cstddef>
+    #include <cstdint>
+    #include <cstring>
+    #include <stdexcept>
+
+    static void scale(const float* x, float* out, int64_t count,
+                      double alpha, int64_t offset) {
+      if (count < 0) throw std::runtime_error("negative count");
+      for (int64_t i = 0; i < count; ++i) out[i] = x[i] * alpha + offset;
+    }
+
+    extern "C" uint32_t openreg_module_abi() { return ABI; }
+    extern "C" int openreg_module_entry(void** args, uint32_t count,
+                                        char* error, size_t error_size) {
+      try {
+        if (count != 5) throw std::runtime_error("expected 5 arguments");
+        scale(static_cast<const float*>(args[0]),
+              static_cast<float*>(args[1]),
+              *static_cast<int64_t*>(args[2]),
+              *static_cast<double*>(args[3]),
+              *static_cast<int64_t*>(args[4]));
+        return 0;
+      } catch (const std::exception& e) {
+        std::strncpy(error, e.what(), error_size - 1);
+        return 1;
+      }
+    }
+    """)
+
+
+def build(tmp_path, name="scale", abi=None, source=SOURCE):
+    source_path = tmp_path / f"{name}.cc"
+    source_path.write_text(source.replace(
+        "ABI", str(_C._module_abi_version if abi is None else abi)))
+    library = tmp_path / f"{name}.so"
+    subprocess.run(["g++", "-shared", "-fPIC", "-O1", "-o", str(library),
+                    str(source_path)], check=True, timeout=120)
+    os.chmod(library, 0o755)
+    return str(library)
+
+
+@pytest.fixture(scope="module")
+def module_path(tmp_path_factory):
+    return build(tmp_path_factory.mktemp("modules"))
+
+
+def test_a_module_kernel_runs_on_device_memory_in_stream_order(module_path):
+    module = _C._load_module(module_path)
+    x = torch.arange(6, dtype=torch.float32, device="openreg")
+    out = torch.empty_like(x)
+    _C._launch_module_kernel(module, "scale", [x, out, 6, 2.5, 1],
+                             [False, True, False, False, False])
+    # Ordered with the ops around it on the current stream.
+    result = (out + 0).cpu()
+    expected = torch.arange(6, dtype=torch.float32) * 2.5 + 1
+    assert torch.equal(result, expected)
+    _C._unload_module(module)
+
+
+def test_a_module_kernel_runs_on_the_tensors_device_and_its_stream(
+        module_path):
+    module = _C._load_module(module_path)
+    x = torch.full((4,), 3.0, device="openreg:1")
+    out = torch.zeros(4, device="openreg:1")
+    stream = torch.openreg.Stream(device=1)
+    with torch.openreg.stream(stream):
+        _C._launch_module_kernel(module, "scale", [x, out, 4, 2.0, 0],
+                                 [False, True, False, False, False])
+    stream.synchronize()
+    assert out.cpu().tolist() == [6.0] * 4
+    _C._unload_module(module)
+
+
+def test_an_exception_in_a_kernel_fails_at_the_next_synchronization(
+        module_path):
+    module = _C._load_module(module_path)
+    x = torch.zeros(2, device="openreg")
+    _C._launch_module_kernel(module, "scale", [x, x, -1, 1.0, 0],
+                             [False, True, False, False, False])
+    with pytest.raises(RuntimeError, match="compiled kernel scale .*"
+                       "failed: negative count"):
+        torch.openreg.synchronize()
+    _C._unload_module(module)
+
+
+def test_a_launch_of_an_unloaded_module_fails_naming_it(module_path):
+    module = _C._load_module(module_path)
+    _C._unload_module(module)
+    x = torch.zeros(2, device="openreg")
+    _C._launch_module_kernel(module, "scale", [x, x, 2, 1.0, 0],
+                             [False, True, False, False, False])
+    with pytest.raises(RuntimeError, match=f"module {module} is not loaded"):
+        torch.openreg.synchronize()
+    with pytest.raises(RuntimeError, match="is not loaded"):
+        _C._unload_module(module)
+
+
+def test_arguments_are_checked_at_the_call(module_path):
+    module = _C._load_module(module_path)
+    x = torch.zeros(2, device="openreg")
+    with pytest.raises(ValueError, match="is a tensor on cpu"):
+        _C._launch_module_kernel(module, "scale", [torch.zeros(2), x, 2,
+                                                   1.0, 0],
+                                 [False, True, False, False, False])
+    with pytest.raises(ValueError, match="kernel runs on one device"):
+        _C._launch_module_kernel(
+            module, "scale",
+            [torch.zeros(2, device="openreg:1"), x, 2, 1.0, 0],
+            [False, True, False, False, False])
+    with pytest.raises(TypeError, match="is a <class 'str'>"):
+        _C._launch_module_kernel(module, "scale", [x, x, "2", 1.0, 0],
+                                 [False, True, False, False, False])
+    with pytest.raises(ValueError, match="written flags"):
+        _C._launch_module_kernel(module, "scale", [x, x, 2, 1.0, 0], [True])
+    _C._unload_module(module)
+
+
+def test_a_library_of_another_abi_or_none_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="not an openreg module of ABI "
+                       f"version {_C._module_abi_version}.*ABI version 999"):
+        _C._load_module(build(tmp_path, "other_abi", abi=999))
+    plain = build(tmp_path, "plain", source="int answer() { return 42; }")
+    with pytest.raises(ValueError, match="no openreg_module_abi"):
+        _C._load_module(plain)
+    with pytest.raises(ValueError, match="cannot open module"):
+        _C._load_module(str(tmp_path / "missing.so"))
+
+
+def test_a_module_others_may_write_or_of_another_uid_is_refused(tmp_path):
+    library = build(tmp_path, "writable")
+    os.chmod(library, 0o775)
+    with pytest.raises(RuntimeError, match="group or others may write"):
+        _C._load_module(library)
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another uid needs root")
+    os.chmod(library, 0o755)
+    os.chown(library, 65534, 65534)
+    with pytest.raises(RuntimeError, match="belongs to uid 65534"):
+        _C._load_module(library)
+
+
+def test_a_corrupt_output_fault_hits_a_module_kernels_output(module_path):
+    module = _C._load_module(module_path)
+    x = torch.arange(8, dtype=torch.float32, device="openreg")
+    out = torch.zeros(8, device="openreg")
+    since = len(faults.log())
+    with faults.inject(faults.corrupt_output(bits=[30], element=3),
+                       op="scale", nth=1):
+        _C._launch_module_kernel(module, "scale", [x, out, 8, 1.0, 0],
+                                 [False, True, False, False, False])
+        result = out.cpu()
+    [record] = faults.log(since)
+    assert record.model == "corrupt_output" and record.command == "scale"
+    expected = torch.arange(8, dtype=torch.float32)
+    flipped = (expected[3:4].view(torch.int32) ^ (1 << 30)).view(
+        torch.float32)
+    assert torch.equal(result[3:4], flipped)
+    mask = torch.arange(8) != 3
+    assert torch.equal(result[mask], expected[mask])
+    assert torch.equal(x.cpu(), expected)  # inputs are not outputs
+    _C._unload_module(module)
+
+
+def test_a_module_kernel_on_a_lost_device_fails_cleanly(module_path):
+    code = f"""
+import torch
+from torch_openreg import _C
+from torch.openreg import faults
+module = _C._load_module({module_path!r})
+x = torch.ones(4, device="openreg:0")
+out = torch.empty_like(x)
+faults.arm(faults.device_lost(), op="scale", device=0, nth=1)
+_C._launch_module_kernel(module, "scale", [x, out, 4, 1.0, 0],
+                         [False, True, False, False, False])
+try:
+    torch.openreg.synchronize(0)
+except RuntimeError as error:
+    print("lost:", "was lost" in str(error))
+print("device 1:", torch.ones(2, device="openreg:1").sum().item())
+faults.reset_device(0)
+"""
+    result = run_python(code, DAEMON.env())
+    assert result.stdout.split("\n")[:2] == ["lost: True", "device 1: 2.0"], \
+        result.stderr[-3000:]
+
+
+def test_a_sessions_modules_go_when_it_ends(tmp_path):
+    own = build(tmp_path, "ending")
+    code = f"""
+import os, torch
+from torch_openreg import _C
+_C._load_module({own!r})
+_C._load_module({own!r})
+mine = [s for s in torch.openreg.daemon_stats()["sessions"]
+        if s["pid"] == os.getpid()]
+print(mine[0]["modules"])
+"""
+    result = run_python(code, DAEMON.env())
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "2"
+    # The daemon unloaded the library (dlclose) when the session ended.
+    with open(f"/proc/{DAEMON.pid}/maps") as maps:
+        assert "ending.so" not in maps.read()
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-v", "-p", "no:cacheprovider"]))
