@@ -14,6 +14,7 @@
 #include "data_plane/monotonic_clock.h"
 #include "device_daemon/base/errors.h"
 #include "device_daemon/devices/blocking_region.h"
+#include "device_daemon/execution/module_crash_guard.h"
 #include "device_daemon/execution/stream_worker.h"
 #include "device_daemon/ipc/ipc_event_wait.h"
 #include "device_daemon/sessions/session.h"
@@ -526,10 +527,20 @@ absl::Status CommandExecutor::LaunchModuleKernel(
     }
   }
   char error[kModuleErrorBytes] = {};
-  const int failed = (*module)->entry()(
-      pointers.data(), static_cast<uint32_t>(count), error, sizeof(error));
+  const absl::StatusOr<int> failed =
+      CallModuleEntry((*module)->entry(), pointers.data(),
+                      static_cast<uint32_t>(count), error, sizeof(error));
   DeviceCounters& counters = devices_->counters(context.device);
-  if (failed != 0) {
+  if (!failed.ok()) {
+    // A crash: the session's state is not trustworthy any more.
+    counters.kernel_failures.fetch_add(1);
+    const absl::Status crashed = KernelFailureError(
+        absl::StrCat("compiled kernel ", launch.kernel(), " (module ",
+                     (*module)->name(), ") ", failed.status().message()));
+    context.session->MakeSticky(crashed);
+    return crashed;
+  }
+  if (*failed != 0) {
     counters.kernel_failures.fetch_add(1);
     error[sizeof(error) - 1] = '\0';
     return MakeError(

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -207,6 +208,49 @@ faults.reset_device(0)
         result.stderr[-3000:]
 
 
+CRASHING = textwrap.dedent("""
+    #include <cstddef>
+    #include <cstdint>
+    extern "C" uint32_t openreg_module_abi() { return ABI; }
+    extern "C" int openreg_module_entry(void** args, uint32_t, char*,
+                                        size_t) {
+      volatile float* nowhere = reinterpret_cast<float*>(16);
+      *nowhere = *static_cast<float*>(args[0]);
+      return 0;
+    }
+    """)
+
+
+def test_a_crashing_kernel_fails_its_process_and_the_daemon_goes_on(
+        tmp_path):
+    crashing = build(tmp_path, "crashing", source=CRASHING)
+    code = f"""
+import torch
+from torch_openreg import _C
+module = _C._load_module({crashing!r})
+x = torch.ones(4, device="openreg")
+_C._launch_module_kernel(module, "crashing", [x], [True])
+try:
+    torch.openreg.synchronize()
+except RuntimeError as error:
+    print("crashed:", "compiled kernel crashing" in str(error),
+          "crashed with SIGSEGV at address 0x10" in str(error))
+try:
+    (x + 1).cpu()
+except RuntimeError as error:
+    print("sticky:", "crashed with SIGSEGV" in str(error))
+"""
+    result = run_python(code, DAEMON.env())
+    assert result.stdout.split("\n")[:2] == ["crashed: True True",
+                                             "sticky: True"], \
+        result.stderr[-3000:]
+    # The daemon and its other clients go on (on device 1: the lost-device
+    # test reset device 0, which took this process's cached blocks there).
+    assert (torch.ones(3, device="openreg:1") * 2).cpu().tolist() == \
+        [2.0] * 3
+    assert DAEMON.process.poll() is None
+
+
 def test_a_sessions_modules_go_when_it_ends(tmp_path):
     own = build(tmp_path, "ending")
     code = f"""
@@ -216,14 +260,25 @@ _C._load_module({own!r})
 _C._load_module({own!r})
 mine = [s for s in torch.openreg.daemon_stats()["sessions"]
         if s["pid"] == os.getpid()]
-print(mine[0]["modules"])
+print(os.getpid(), mine[0]["modules"])
 """
     result = run_python(code, DAEMON.env())
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "2"
-    # The daemon unloaded the library (dlclose) when the session ended.
-    with open(f"/proc/{DAEMON.pid}/maps") as maps:
-        assert "ending.so" not in maps.read()
+    pid, modules = map(int, result.stdout.split())
+    assert modules == 2
+    # The daemon ends the session when it sees the client's hang-up, then
+    # unloads the library (dlclose).
+    deadline = time.monotonic() + 30
+    while any(s["pid"] == pid
+              for s in torch.openreg.daemon_stats()["sessions"]):
+        assert time.monotonic() < deadline, "the session did not end"
+        time.sleep(0.05)
+    while True:
+        with open(f"/proc/{DAEMON.pid}/maps") as maps:
+            if "ending.so" not in maps.read():
+                break
+        assert time.monotonic() < deadline, "the module stayed loaded"
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
