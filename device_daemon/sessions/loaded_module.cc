@@ -18,12 +18,20 @@ namespace {
 class FdCloser {
  public:
   explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() { close(fd_); }
+  ~FdCloser() {
+    if (fd_ >= 0) close(fd_);
+  }
   FdCloser(const FdCloser&) = delete;
   FdCloser& operator=(const FdCloser&) = delete;
+  // Stops closing the fd and returns it.
+  int Release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
 
  private:
-  const int fd_;
+  int fd_;
 };
 
 std::string DlError() {
@@ -59,6 +67,7 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> LoadedModule::Open(
                      "; the fd must stay open until LoadModule "
                      "returns"));
   }
+  // Kept open while the module is loaded (see below) unless loading fails.
   FdCloser closer(fd);
   struct stat info;
   if (fstat(fd, &info) != 0) {
@@ -85,7 +94,10 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> LoadedModule::Open(
                      absl::Hex(info.st_mode & 07777),
                      "); a module must be writable by its owner only"));
   }
-  // Loaded through our own fd: the file checked is the file loaded.
+  // Loaded through our own fd: the file checked is the file loaded. The fd
+  // stays open while the module is loaded: glibc reuses an already loaded
+  // object of the same path name, so a later module must never get this
+  // "/proc/self/fd/N" while the name is in use.
   const std::string own_path = absl::StrCat("/proc/self/fd/", fd);
   void* handle = dlopen(own_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -107,9 +119,13 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> LoadedModule::Open(
         entry == nullptr ? kModuleEntrySymbol : "",
         "; data_plane/module_abi.h)"));
   }
-  return std::shared_ptr<LoadedModule>(new LoadedModule(handle, entry, name));
+  return std::shared_ptr<LoadedModule>(
+      new LoadedModule(handle, entry, name, closer.Release()));
 }
 
-LoadedModule::~LoadedModule() { dlclose(handle_); }
+LoadedModule::~LoadedModule() {
+  dlclose(handle_);
+  close(fd_);
+}
 
 }  // namespace openreg::daemon

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "data_plane/module_abi.h"
@@ -33,18 +34,23 @@ class LoadedModule {
 
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
-  ~LoadedModule();  // dlclose
+  ~LoadedModule();  // dlclose, then closes the file
 
   const std::string& name() const { return name_; }
   ModuleEntryFunction entry() const { return entry_; }
 
  private:
-  LoadedModule(void* handle, ModuleEntryFunction entry, std::string name)
-      : handle_(handle), entry_(entry), name_(std::move(name)) {}
+  LoadedModule(void* handle, ModuleEntryFunction entry, std::string name,
+               int fd)
+      : handle_(handle), entry_(entry), name_(std::move(name)), fd_(fd) {}
 
   void* const handle_;
   const ModuleEntryFunction entry_;
   const std::string name_;
+  // The daemon's fd of the library, loaded as /proc/self/fd/<fd_>: open as
+  // long as the module is, so that no other module gets that path name
+  // (glibc would hand back this library for it).
+  const int fd_;
 };
 
 }  // namespace openreg::daemon

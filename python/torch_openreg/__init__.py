@@ -77,6 +77,8 @@ def _load():
     _C._register_graph_impl()  # torch.accelerator.Graph, by backend name
     from torch_openreg import dynamo
     dynamo.install()  # Dynamo's DeviceInterface, when Dynamo is imported
+    from torch_openreg import inductor
+    inductor.install()  # torch.compile's Inductor, when it is imported
     from torch_openreg.openreg import faults, ipc
     faults._install_phase_hooks()
     ipc.install()  # torch.multiprocessing carries openreg tensors

@@ -6,11 +6,9 @@ event-aware code.
 Registered at autoload, lazily: importing torch._dynamo costs about a
 second, and `import torch` must stay cheap. `install()` registers the
 interface at once if Dynamo's device_interface module is already loaded,
-and otherwise the moment it is (an import hook that runs once)."""
+and otherwise the moment it is (_import_hooks.after_import)."""
 
-import importlib.abc
-import importlib.util
-import sys
+from torch_openreg import _import_hooks
 
 _MODULE = "torch._dynamo.device_interface"
 
@@ -93,9 +91,9 @@ def _make_interface(device_interface):
         @staticmethod
         def raise_if_triton_unavailable(device=None):
             raise RuntimeError(
-                "openreg has no Triton backend (its kernels run in the "
-                "daemon): use torch.compile(backend='aot_eager') or "
-                "backend='eager'")
+                "openreg has no Triton backend: Inductor compiles openreg "
+                "kernels with its C++ code generator and the daemon runs "
+                "them (docs/COMPILE.md)")
 
     return OpenRegInterface
 
@@ -104,37 +102,5 @@ def _register(module):
     module.register_interface_for_device("openreg", _make_interface(module))
 
 
-class _RegisterOnImport(importlib.abc.MetaPathFinder):
-    """Wraps the loader of Dynamo's device_interface module so that the
-    openreg interface is registered right after the module runs."""
-
-    def __init__(self):
-        self._finding = False
-
-    def find_spec(self, name, path, target=None):
-        if name != _MODULE or self._finding:
-            return None
-        self._finding = True  # find the real spec without finding ourselves
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            self._finding = False
-        if spec is None or spec.loader is None:
-            return spec
-        run_module = spec.loader.exec_module
-
-        def run_and_register(module):
-            run_module(module)
-            _register(module)
-
-        spec.loader.exec_module = run_and_register
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        return spec
-
-
 def install():
-    if _MODULE in sys.modules:
-        _register(sys.modules[_MODULE])
-    elif not any(isinstance(f, _RegisterOnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterOnImport())
+    _import_hooks.after_import(_MODULE, _register)
