@@ -368,6 +368,13 @@ def test_the_overrideable_backward_gives_the_bias_gradient_of_the_math_route(
     torch.testing.assert_close(forward[0].cpu(), expected.detach())
     for got, want in zip(grads, cpu):
         torch.testing.assert_close(got.cpu(), want.grad)
+    # Results have the layout the op's Meta kernel declares (what
+    # torch.compile's generated code asserts): a contiguous logsumexp.
+    meta = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+        *[t.to("meta") for t in (q, k, v, bias)], is_causal=is_causal)
+    for got, declared in zip(forward[:2], meta[:2]):
+        assert (got.shape, got.stride()) == (declared.shape,
+                                             declared.stride())
 
 
 def test_sdpa_math_backend_still_selectable():

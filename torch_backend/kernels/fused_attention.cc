@@ -47,8 +47,11 @@ FusedAttention(const at::Tensor& query, const at::Tensor& key,
   auto [output, logsumexp] = at::_scaled_dot_product_flash_attention_for_cpu(
       query, key, value, dropout_p, is_causal, attn_bias, scale);
   const at::TensorOptions long_options = query.options().dtype(at::kLong);
+  // The CPU kernel's logsumexp is a (batch, length, heads) buffer viewed as
+  // (batch, heads, length); the overrideable op's Meta kernel (what
+  // torch.compile's generated code checks) declares it contiguous.
   return {std::move(output),
-          std::move(logsumexp),
+          logsumexp.contiguous(),
           at::Tensor(),
           at::Tensor(),
           query.sym_size(-2),
