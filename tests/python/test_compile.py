@@ -174,6 +174,30 @@ def test_cpp_wrapper_and_the_fx_wrapper_are_refused_with_a_clear_error():
                     torch.randn(4, device="openreg"))
 
 
+def test_reduce_overhead_is_refused_with_a_clear_error():
+    with pytest.raises(Exception, match="openreg: torch.compile"
+                       r"\(mode=\"reduce-overhead\"\).* is not supported"):
+        torch.compile(lambda a: a.sin() + 1, mode="reduce-overhead")(
+            torch.randn(4, device="openreg"))
+
+
+def test_a_compiled_function_captured_in_an_openreg_graph_replays():
+    """The compiled kernels are recorded as module launches; a replay runs
+    them again on the new contents of the static input."""
+    compiled = torch.compile(lambda a: (a.sin() * 2).sum(0))
+    static_input = torch.randn(8, 4, device="openreg")
+    compiled(static_input)  # compiled (and its modules loaded) first
+    graph = torch.openreg.OpenRegGraph()
+    with torch.openreg.graph(graph):  # on a side stream
+        static_output = compiled(static_input)
+    for _ in range(2):
+        fresh = torch.randn(8, 4)
+        static_input.copy_(fresh)
+        graph.replay()
+        torch.testing.assert_close(static_output.cpu(),
+                                   (fresh.sin() * 2).sum(0))
+
+
 def test_a_fault_injected_into_a_compiled_kernels_output():
     x = torch.arange(16, dtype=torch.float32)
     compiled = torch.compile(lambda t: t * 2 + 1)
