@@ -1,0 +1,205 @@
+"""torch.compile on openreg (docs/COMPILE.md), in alternating rounds of the
+same run: the MLP training step of ops_and_training with its forward and
+loss compiled (Inductor's fused kernels run by the daemon) against the
+same step in openreg eager and in CPU eager (uncompiled); a small
+transformer block's forward compiled against openreg eager; a chain of
+100 small elementwise ops compiled (one fused kernel) against openreg
+eager; and the same steps compiled on CPU against CPU eager, which is
+what Inductor's fusion wins on this machine at most. Printed beside the
+table: what loading a compiled kernel into the
+daemon costs per kernel, and a second process's first compiled call with
+Inductor's cache warm (no compile). The issue's bars: the compiled MLP
+step >= 1.3x faster than openreg eager (time ratio <= 0.77x) and faster
+than CPU eager; the compiled block's forward <= 0.7x openreg eager."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+from sections_graphs import _alternate, _time
+
+ROUNDS = 5
+
+
+def _mlp(torch):
+    nn = torch.nn
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
+                         nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+def _block(torch, width=64, heads=4):
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1 = nn.LayerNorm(width)
+            self.qkv = nn.Linear(width, 3 * width)
+            self.proj = nn.Linear(width, width)
+            self.norm2 = nn.LayerNorm(width)
+            self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
+                                     nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            batch, length, _ = x.shape
+            q, k, v = self.qkv(self.norm1(x)).split(width, dim=-1)
+            q, k, v = [t.view(batch, length, heads, -1).transpose(1, 2)
+                       for t in (q, k, v)]
+            attended = nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=True)
+            x = x + self.proj(attended.transpose(1, 2).reshape(x.shape))
+            return x + self.mlp(self.norm2(x))
+
+    return Block()
+
+
+def _training_step(torch, device, compiled):
+    torch.manual_seed(0)
+    model = _mlp(torch).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(64, 256).to(device)
+    y = torch.randint(0, 10, (64,)).to(device)
+
+    def loss_of(model, x, y):
+        return torch.nn.functional.cross_entropy(model(x), y)
+
+    loss_fn = torch.compile(loss_of) if compiled else loss_of
+
+    def step():
+        optimizer.zero_grad()
+        loss_fn(model, x, y).backward()
+        optimizer.step()
+
+    return step
+
+
+def _chain(x):
+    for _ in range(50):
+        x = x * 1.0001 + 0.001
+    return x
+
+
+def compiled_steps(torch, scale):
+    steps = max(2, int(20 * scale))
+    sync = torch.openreg.synchronize
+    cpu_step = _training_step(torch, "cpu", compiled=False)
+    cpu_compiled_step = _training_step(torch, "cpu", compiled=True)
+    eager_step = _training_step(torch, "openreg", compiled=False)
+    compiled_step = _training_step(torch, "openreg", compiled=True)
+    for step in (cpu_step, cpu_compiled_step, eager_step, compiled_step):
+        step()
+        step()  # compiles on first use; the second is warm
+    sync()
+    cpu, cpu_compiled, eager, compiled = _alternate(
+        max(2, int(ROUNDS * scale)),
+        lambda: _time(cpu_step, steps),
+        lambda: _time(cpu_compiled_step, steps),
+        lambda: _time(eager_step, steps, sync),
+        lambda: _time(compiled_step, steps, sync))
+    # The CPU rows give Inductor's own gain on this machine: what fusion
+    # can win at most.
+    rows = [("MLP step, forward+loss compiled", "openreg eager", eager,
+             compiled),
+            ("MLP step, forward+loss compiled", "CPU eager", cpu, compiled),
+            ("MLP step compiled, on CPU (Inductor's gain)", "CPU eager", cpu,
+             cpu_compiled)]
+
+    torch.manual_seed(0)
+    block = _block(torch).to("openreg").eval()
+    tokens = torch.randn(8, 32, 64, device="openreg")
+    compiled_block = torch.compile(block)
+    with torch.no_grad():
+        for fn in (block, compiled_block):
+            fn(tokens)
+            fn(tokens)
+        sync()
+        eager_forward, compiled_forward = _alternate(
+            max(2, int(ROUNDS * scale)),
+            lambda: _time(lambda: block(tokens), steps, sync),
+            lambda: _time(lambda: compiled_block(tokens), steps, sync))
+    rows.append(("transformer block forward compiled", "openreg eager",
+                 eager_forward, compiled_forward))
+    cpu_block = _block(torch).eval()
+    cpu_tokens = tokens.cpu()
+    compiled_cpu_block = torch.compile(cpu_block)
+    with torch.no_grad():
+        for fn in (cpu_block, compiled_cpu_block):
+            fn(cpu_tokens)
+            fn(cpu_tokens)
+        cpu_forward, cpu_compiled_forward = _alternate(
+            max(2, int(ROUNDS * scale)),
+            lambda: _time(lambda: cpu_block(cpu_tokens), steps),
+            lambda: _time(lambda: compiled_cpu_block(cpu_tokens), steps))
+    rows.append(("block forward compiled, on CPU (Inductor's gain)",
+                 "CPU eager", cpu_forward, cpu_compiled_forward))
+
+    x = torch.randn(1000, device="openreg")
+    compiled_chain = torch.compile(_chain)
+    compiled_chain(x)
+    sync()
+    chain_eager, chain_compiled = _alternate(
+        max(2, int(ROUNDS * scale)),
+        lambda: _time(lambda: _chain(x), steps, sync),
+        lambda: _time(lambda: compiled_chain(x), steps, sync))
+    rows.append(("chain of 100 small ops compiled (1 kernel)",
+                 "openreg eager", chain_eager, chain_compiled))
+    _print_module_loads_and_cache(torch)
+    return rows
+
+
+def _print_module_loads_and_cache(torch):
+    from torch_openreg import _C
+    from torch_openreg.inductor import kernels
+
+    paths = sorted(kernels._loaded._ids)
+    # A fresh process (session): each library is read and dlopen'ed anew.
+    probe = textwrap.dedent(f"""
+        import time, torch
+        from torch_openreg import _C
+        torch.ones(1, device="openreg")  # attach first
+        start = time.perf_counter()
+        for path in {paths!r}:
+            _C._load_module(path)
+        print((time.perf_counter() - start) / max(1, {len(paths)}))
+        """)
+    loaded = subprocess.run([sys.executable, "-c", probe], env=os.environ,
+                            capture_output=True, text=True, timeout=600)
+    per_kernel = (float(loaded.stdout.split()[-1]) * 1e3
+                  if loaded.returncode == 0 else float("nan"))
+    print(f"module load: {per_kernel:.2f} ms per compiled kernel "
+          f"({len(paths)} kernels loaded into a fresh session)")
+    second = textwrap.dedent("""
+        import time, torch
+        import torch._inductor.cpp_builder as cpp_builder
+        builds = []
+        original = cpp_builder.CppBuilder.build
+        def counting(self):
+            if not self.get_target_file_path().endswith(".i"):
+                builds.append(1)
+            return original(self)
+        cpp_builder.CppBuilder.build = counting
+        x = torch.randn(1000, device="openreg")
+        start = time.perf_counter()
+        def chain(x):
+            for _ in range(50):
+                x = x * 1.0001 + 0.001
+            return x
+        torch.compile(chain)(x).cpu()
+        print(len(builds), time.perf_counter() - start)
+        """)
+    started = time.perf_counter()
+    run = subprocess.run([sys.executable, "-c", second], env=os.environ,
+                         capture_output=True, text=True, timeout=600)
+    if run.returncode == 0:
+        builds, seconds = run.stdout.split()[-2:]
+        whole = time.perf_counter() - started
+        print(f"second process: {builds} compiles, first compiled call "
+              f"{float(seconds):.2f} s (process {whole:.1f} s with import)")
+    else:
+        print("second process failed:", run.stderr[-500:])
+    del _C
+
+
+SECTIONS = [compiled_steps]
