@@ -10,9 +10,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "data_plane/shared_memory.h"
+#include "data_plane/unique_fd.h"
 #include "protos/control.grpc.pb.h"
 #include "protos/control.pb.h"
-#include "runtime_client/unique_fd.h"
 
 namespace openreg::client {
 

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "data_plane/unique_fd.h"
 #include "openreg/runtime.h"
 #include "runtime_client/client.h"
 #include "runtime_client/host_regions.h"
 #include "runtime_client/thread_state.h"
-#include "runtime_client/unique_fd.h"
 
 namespace openreg {
 
@@ -28,7 +28,6 @@ using client::MakeError;
 using client::ReturnStatus;
 using client::Session;
 using client::StreamContext;
-using client::UniqueFd;
 using client::WithSession;
 
 namespace {

@@ -10,11 +10,11 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "data_plane/unique_fd.h"
 #include "runtime_client/client.h"
 #include "runtime_client/session.h"
 #include "runtime_client/status_util.h"
 #include "runtime_client/thread_state.h"
-#include "runtime_client/unique_fd.h"
 
 namespace openreg {
 
@@ -23,7 +23,6 @@ using client::NullArgumentError;
 using client::ReturnStatus;
 using client::Session;
 using client::StreamContext;
-using client::UniqueFd;
 using client::WithSession;
 
 Error LoadModule(const std::string& path, ModuleId* module) {

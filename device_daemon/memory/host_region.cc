@@ -10,22 +10,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "data_plane/unique_fd.h"
 #include "device_daemon/base/errors.h"
 
 namespace openreg::daemon {
-namespace {
-
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() { close(fd_); }
-
- private:
-  const int fd_;
-};
-
-}  // namespace
-
 absl::StatusOr<std::shared_ptr<HostRegion>> HostRegion::Open(pid_t pid,
                                                              int client_fd,
                                                              uint64_t size,
@@ -47,7 +35,7 @@ absl::StatusOr<std::shared_ptr<HostRegion>> HostRegion::Open(pid_t pid,
         "): ", std::strerror(errno),
         "; the fd must stay open until RegisterHostRegion returns"));
   }
-  FdCloser closer(fd);
+  const UniqueFd closer(fd);
   struct stat info;
   if (fstat(fd, &info) != 0) {
     return MakeError(proto::INTERNAL, absl::StrCat("fstat of ", path, ": ",

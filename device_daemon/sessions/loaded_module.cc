@@ -10,29 +10,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "data_plane/unique_fd.h"
 #include "device_daemon/base/errors.h"
 
 namespace openreg::daemon {
 namespace {
-
-class FdCloser {
- public:
-  explicit FdCloser(int fd) : fd_(fd) {}
-  ~FdCloser() {
-    if (fd_ >= 0) close(fd_);
-  }
-  FdCloser(const FdCloser&) = delete;
-  FdCloser& operator=(const FdCloser&) = delete;
-  // Stops closing the fd and returns it.
-  int Release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 std::string DlError() {
   const char* reason = dlerror();
@@ -68,7 +50,7 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> LoadedModule::Open(
                      "returns"));
   }
   // Kept open while the module is loaded (see below) unless loading fails.
-  FdCloser closer(fd);
+  UniqueFd closer(fd);
   struct stat info;
   if (fstat(fd, &info) != 0) {
     return MakeError(proto::INTERNAL, absl::StrCat("fstat of ", path, ": ",

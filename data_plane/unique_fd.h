@@ -1,13 +1,14 @@
-// Owns a file descriptor and closes it once, so that early returns on the
-// connect path never leak sockets into a long-running process.
-#ifndef OPENREG_RUNTIME_CLIENT_UNIQUE_FD_H_
-#define OPENREG_RUNTIME_CLIENT_UNIQUE_FD_H_
+// Owns a file descriptor and closes it once, so that early returns never
+// leak fds into a long-running process (the client's connect path, the
+// daemon's opening of a client's host region or module).
+#ifndef OPENREG_DATA_PLANE_UNIQUE_FD_H_
+#define OPENREG_DATA_PLANE_UNIQUE_FD_H_
 
 #include <unistd.h>
 
 #include <utility>
 
-namespace openreg::client {
+namespace openreg {
 
 class UniqueFd {
  public:
@@ -37,6 +38,6 @@ class UniqueFd {
   int fd_ = -1;
 };
 
-}  // namespace openreg::client
+}  // namespace openreg
 
-#endif  // OPENREG_RUNTIME_CLIENT_UNIQUE_FD_H_
+#endif  // OPENREG_DATA_PLANE_UNIQUE_FD_H_
