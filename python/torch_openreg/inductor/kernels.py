@@ -169,6 +169,7 @@ class OpenRegKernel:
         self.written = [argument.pointer and not argument.const
                         for argument in self.arg_types]
         self.path = library.path
+        self._module = None  # loaded at the first launch
 
     def __repr__(self):
         return f"OpenRegKernel({self.name}, {self.path})"
@@ -178,8 +179,10 @@ class OpenRegKernel:
             raise TypeError(f"openreg: compiled kernel {self.name} takes "
                             f"{len(self.arg_types)} arguments, got "
                             f"{len(arguments)}")
-        _C._launch_module_kernel(_loaded.id_of(self.path), self.name,
-                                 list(arguments), self.written)
+        if self._module is None:
+            self._module = _loaded.id_of(self.path)
+        _C._launch_module_kernel(self._module, self.name, list(arguments),
+                                 self.written)
 
 
 class OpenRegKernels:
