@@ -19,6 +19,7 @@ import textwrap
 import time
 
 from sections_graphs import _alternate, _time
+from sections_models import transformer_block
 
 ROUNDS = 5
 
@@ -27,32 +28,6 @@ def _mlp(torch):
     nn = torch.nn
     return nn.Sequential(nn.Linear(256, 512), nn.ReLU(),
                          nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
-
-
-def _block(torch, width=64, heads=4):
-    nn = torch.nn
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.norm1 = nn.LayerNorm(width)
-            self.qkv = nn.Linear(width, 3 * width)
-            self.proj = nn.Linear(width, width)
-            self.norm2 = nn.LayerNorm(width)
-            self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(),
-                                     nn.Linear(4 * width, width))
-
-        def forward(self, x):
-            batch, length, _ = x.shape
-            q, k, v = self.qkv(self.norm1(x)).split(width, dim=-1)
-            q, k, v = [t.view(batch, length, heads, -1).transpose(1, 2)
-                       for t in (q, k, v)]
-            attended = nn.functional.scaled_dot_product_attention(
-                q, k, v, is_causal=True)
-            x = x + self.proj(attended.transpose(1, 2).reshape(x.shape))
-            return x + self.mlp(self.norm2(x))
-
-    return Block()
 
 
 def _training_step(torch, device, compiled):
@@ -73,6 +48,24 @@ def _training_step(torch, device, compiled):
         optimizer.step()
 
     return step
+
+
+def _eager_and_compiled_forward(torch, device, tokens, steps, scale):
+    """Seconds per forward of a transformer block, eager and compiled."""
+    torch.manual_seed(0)
+    block = transformer_block(torch).to(device).eval()
+    tokens = tokens.to(device)
+    compiled = torch.compile(block)
+    sync = torch.openreg.synchronize if device != "cpu" else None
+    with torch.no_grad():
+        for forward in (block, compiled, block, compiled):
+            forward(tokens)  # compiles on first use
+        if sync is not None:
+            sync()
+        return _alternate(max(2, int(ROUNDS * scale)),
+                          lambda: _time(lambda: block(tokens), steps, sync),
+                          lambda: _time(lambda: compiled(tokens), steps,
+                                        sync))
 
 
 def _chain(x):
@@ -107,33 +100,14 @@ def compiled_steps(torch, scale):
              cpu_compiled)]
 
     torch.manual_seed(0)
-    block = _block(torch).to("openreg").eval()
-    tokens = torch.randn(8, 32, 64, device="openreg")
-    compiled_block = torch.compile(block)
-    with torch.no_grad():
-        for fn in (block, compiled_block):
-            fn(tokens)
-            fn(tokens)
-        sync()
-        eager_forward, compiled_forward = _alternate(
-            max(2, int(ROUNDS * scale)),
-            lambda: _time(lambda: block(tokens), steps, sync),
-            lambda: _time(lambda: compiled_block(tokens), steps, sync))
+    tokens = torch.randn(8, 32, 64)
     rows.append(("transformer block forward compiled", "openreg eager",
-                 eager_forward, compiled_forward))
-    cpu_block = _block(torch).eval()
-    cpu_tokens = tokens.cpu()
-    compiled_cpu_block = torch.compile(cpu_block)
-    with torch.no_grad():
-        for fn in (cpu_block, compiled_cpu_block):
-            fn(cpu_tokens)
-            fn(cpu_tokens)
-        cpu_forward, cpu_compiled_forward = _alternate(
-            max(2, int(ROUNDS * scale)),
-            lambda: _time(lambda: cpu_block(cpu_tokens), steps),
-            lambda: _time(lambda: compiled_cpu_block(cpu_tokens), steps))
+                 *_eager_and_compiled_forward(torch, "openreg", tokens,
+                                              steps, scale)))
     rows.append(("block forward compiled, on CPU (Inductor's gain)",
-                 "CPU eager", cpu_forward, cpu_compiled_forward))
+                 "CPU eager",
+                 *_eager_and_compiled_forward(torch, "cpu", tokens, steps,
+                                              scale)))
 
     x = torch.randn(1000, device="openreg")
     compiled_chain = torch.compile(_chain)

@@ -72,7 +72,8 @@ def _best(rounds):
     return min(rounds, key=lambda r: r.seconds)
 
 
-def _transformer(torch, vocab=1000, width=64, heads=4, layers=2):
+def transformer_block(torch, width=64, heads=4):
+    """Pre-norm attention (SDPA, causal) and MLP, with residuals."""
     nn = torch.nn
     functional = torch.nn.functional
 
@@ -96,11 +97,18 @@ def _transformer(torch, vocab=1000, width=64, heads=4, layers=2):
             x = x + self.proj(attended.transpose(1, 2).reshape(x.shape))
             return x + self.mlp(self.norm2(x))
 
+    return Block()
+
+
+def _transformer(torch, vocab=1000, width=64, heads=4, layers=2):
+    nn = torch.nn
+
     class Model(nn.Module):
         def __init__(self):
             super().__init__()
             self.embedding = nn.Embedding(vocab, width)
-            self.blocks = nn.Sequential(*[Block() for _ in range(layers)])
+            self.blocks = nn.Sequential(*[transformer_block(torch, width, heads)
+                                          for _ in range(layers)])
             self.norm = nn.LayerNorm(width)
             self.head = nn.Linear(width, vocab)
 
