@@ -2,7 +2,8 @@
 same run: the MLP training step of ops_and_training with its forward and
 loss compiled (Inductor's fused kernels run by the daemon) against the
 same step in openreg eager and in CPU eager (uncompiled); a small
-transformer block's forward compiled against openreg eager; a chain of
+transformer block's forward compiled (and with mode="reduce-overhead":
+replayed as an openreg graph) against openreg eager; a chain of
 100 small elementwise ops compiled (one fused kernel) against openreg
 eager; and the same steps compiled on CPU against CPU eager, which is
 what Inductor's fusion wins on this machine at most. Printed beside the
@@ -50,16 +51,17 @@ def _training_step(torch, device, compiled):
     return step
 
 
-def _eager_and_compiled_forward(torch, device, tokens, steps, scale):
+def _eager_and_compiled_forward(torch, device, tokens, steps, scale,
+                                mode=None):
     """Seconds per forward of a transformer block, eager and compiled."""
     torch.manual_seed(0)
     block = transformer_block(torch).to(device).eval()
     tokens = tokens.to(device)
-    compiled = torch.compile(block)
+    compiled = torch.compile(block, mode=mode)
     sync = torch.openreg.synchronize if device != "cpu" else None
     with torch.no_grad():
-        for forward in (block, compiled, block, compiled):
-            forward(tokens)  # compiles on first use
+        for forward in (block, compiled, block, compiled, compiled):
+            forward(tokens)  # compiles on first use (captures on the second)
         if sync is not None:
             sync()
         return _alternate(max(2, int(ROUNDS * scale)),
@@ -104,6 +106,10 @@ def compiled_steps(torch, scale):
     rows.append(("transformer block forward compiled", "openreg eager",
                  *_eager_and_compiled_forward(torch, "openreg", tokens,
                                               steps, scale)))
+    rows.append(("block forward, mode=reduce-overhead", "openreg eager",
+                 *_eager_and_compiled_forward(torch, "openreg", tokens,
+                                              steps, scale,
+                                              mode="reduce-overhead")))
     rows.append(("block forward compiled, on CPU (Inductor's gain)",
                  "CPU eager",
                  *_eager_and_compiled_forward(torch, "cpu", tokens, steps,

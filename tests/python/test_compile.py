@@ -6,6 +6,7 @@ recompilation, other devices and dtypes; the compile cache shared with a
 second process; what openreg refuses (cpp_wrapper, the FX wrapper); errors
 and faults in compiled kernels."""
 
+import copy
 import os
 import re
 import sys
@@ -174,11 +175,80 @@ def test_cpp_wrapper_and_the_fx_wrapper_are_refused_with_a_clear_error():
                     torch.randn(4, device="openreg"))
 
 
-def test_reduce_overhead_is_refused_with_a_clear_error():
-    with pytest.raises(Exception, match="openreg: torch.compile"
-                       r"\(mode=\"reduce-overhead\"\).* is not supported"):
-        torch.compile(lambda a: a.sin() + 1, mode="reduce-overhead")(
-            torch.randn(4, device="openreg"))
+def _replays(costs):
+    return sum(op["count"] for op in costs.ops if op["op"] == "graph_replay")
+
+
+def test_reduce_overhead_replays_each_compiled_graph_as_an_openreg_graph():
+    compiled = torch.compile(pointwise_and_reduction, mode="reduce-overhead")
+    inputs = [(torch.randn(8, 16), torch.randn(8, 16)) for _ in range(5)]
+    results = []
+    torch.openreg.synchronize()
+    with torch.openreg.command_costs() as costs:
+        for x, y in inputs:
+            results.append(compiled(x.to("openreg"), y.to("openreg")))
+        torch.openreg.synchronize()
+    # Call 1 runs as compiled, call 2 captures and replays, 3-5 replay.
+    assert _replays(costs) == 4
+    # Every result is its own: a later replay does not overwrite it.
+    for outputs, (x, y) in zip(results, inputs):
+        assert_close_to_cpu(outputs, pointwise_and_reduction(x, y))
+
+
+def test_reduce_overhead_captures_again_for_a_new_shape():
+    compiled = torch.compile(lambda t: (t.sin() * 2).sum(0),
+                             mode="reduce-overhead", dynamic=True)
+    torch.openreg.synchronize()
+    with torch.openreg.command_costs() as costs:
+        for rows in (4, 4, 4, 6, 6, 6):
+            t = torch.randn(rows, 3)
+            assert_close_to_cpu([compiled(t.to("openreg"))],
+                                [(t.sin() * 2).sum(0)])
+        torch.openreg.synchronize()
+    assert _replays(costs) == 4  # two shapes: warm-up, capture, replay
+
+
+def test_reduce_overhead_trains_as_cpu_eager():
+    torch.manual_seed(0)
+    reference = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(),
+                                    torch.nn.Linear(16, 4))
+    model = copy.deepcopy(reference).to("openreg")
+    compiled = torch.compile(model, mode="reduce-overhead")
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1)
+                  for m in (reference, model)]
+    torch.openreg.synchronize()
+    with torch.openreg.command_costs() as costs:
+        for step in range(4):
+            x, y = torch.randn(6, 8), torch.randn(6, 4)
+            runs = ((reference, optimizers[0], x, y),
+                    (compiled, optimizers[1], x.to("openreg"),
+                     y.to("openreg")))
+            for run, optimizer, inputs, targets in runs:
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(run(inputs), targets)
+                loss.backward()
+                optimizer.step()
+        torch.openreg.synchronize()
+    # Forward and backward: each warmed up, captured and replayed 3 times.
+    assert _replays(costs) == 6
+    for got, want in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(got.detach().cpu(), want.detach(),
+                                   atol=1e-5, rtol=1e-5)
+
+
+def test_reduce_overhead_leaves_a_graph_that_mutates_its_input_uncaptured():
+    def accumulate(total, t):
+        total.add_(t * 2)
+        return total.sum()
+
+    compiled = torch.compile(accumulate, mode="reduce-overhead")
+    total = torch.zeros(4, device="openreg")
+    expected = torch.zeros(4)
+    for _ in range(4):
+        t = torch.randn(4)
+        compiled(total, t.to("openreg"))
+        accumulate(expected, t)
+    assert_close_to_cpu([total], [expected])
 
 
 def test_a_compiled_function_captured_in_an_openreg_graph_replays():

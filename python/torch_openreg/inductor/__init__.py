@@ -30,9 +30,15 @@ def register():
         from torch._inductor.codegen.common import (
             register_backend_for_device, register_device_op_overrides)
 
-        from torch_openreg.inductor import codegen, patches
+        import torch._inductor.config as config
+
+        from torch_openreg.inductor import codegen, patches, reduce_overhead
 
         patches.apply()
+        # mode="reduce-overhead": openreg graphs instead of CUDA graph trees
+        # (reduce_overhead.py); graphs of other devices pass through.
+        if config.cudagraph_policy is None:
+            config.cudagraph_policy = reduce_overhead.make_policy()
         classes = codegen.make_classes()
         register_backend_for_device(
             "openreg", classes["Scheduling"],

@@ -13,13 +13,6 @@ _CPP_WRAPPER_REFUSED = (
     "openreg: torch._inductor.config.cpp_wrapper (and AOTInductor) is not "
     "supported: openreg's kernels are launched from the Python wrapper "
     "through the daemon; compile with cpp_wrapper=False")
-# Inductor's CUDA graph trees are CUDA's own (torch.cuda graphs, pools and
-# streams); CPU skips them quietly, a CUDA idiom on openreg fails loudly.
-_REDUCE_OVERHEAD_REFUSED = (
-    "openreg: torch.compile(mode=\"reduce-overhead\") (Inductor's CUDA graph "
-    "trees) is not supported on openreg yet; compile without it and capture "
-    "the compiled function with torch.openreg.graph(...) to replay it "
-    "(docs/COMPILE.md)")
 
 
 def make_classes():
@@ -143,9 +136,6 @@ def make_classes():
         @staticmethod
         def create(is_subgraph, subgraph_name, parent_wrapper,
                    partition_signatures=None):
-            import torch._inductor.config as config
-            if config.triton.cudagraphs:
-                raise RuntimeError(_REDUCE_OVERHEAD_REFUSED)
             if is_subgraph:
                 return OpenRegSubgraphPythonWrapperCodegen(
                     subgraph_name, parent_wrapper, partition_signatures)
