@@ -479,7 +479,8 @@ absl::Status CommandExecutor::LaunchModuleKernel(
         " arguments; at most ", kMaxModuleArguments, " are allowed"));
   }
   // Every tensor is checked whole against the session's allocations and
-  // held (pins) while the kernel runs; scalars live in `values`.
+  // held (pins) while the kernel runs; scalars live in int_values and
+  // double_values, which `pointers` points into.
   const int count = launch.arguments_size();
   std::vector<PinnedRange> pins;
   pins.reserve(static_cast<size_t>(count));
