@@ -312,8 +312,16 @@ absl::Status CommandExecutor::WaitStream(const StreamContext& context,
                                          uint64_t sequence) {
   Session& session = *context.session;
   const uint32_t target_slot = wait.stream_slot();
+  // A session that ends (detach, hang-up, a disconnect fault) stops its
+  // streams while one of them may be waiting for another: the client
+  // must hear that its session ended, not of a stream gone missing.
+  const auto session_ended = [&] {
+    return InvalidHandleError(absl::StrCat(
+        "this session ended while its stream waited for stream ", target_slot));
+  };
   if (target_slot >= session.limits().max_streams ||
       !session.IsStreamAlive(target_slot)) {
+    if (session.closed()) return session_ended();
     return InvalidHandleError(absl::StrCat(
         "stream ", target_slot, " is not a live stream of this session"));
   }
@@ -344,6 +352,7 @@ absl::Status CommandExecutor::WaitStream(const StreamContext& context,
       return absl::CancelledError("stream stopped while waiting");
     }
     if (!session.IsStreamAlive(target_slot)) {
+      if (session.closed()) return session_ended();
       return MakeError(
           proto::INVALID_HANDLE,
           absl::StrCat("stream ", target_slot,

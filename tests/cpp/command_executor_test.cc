@@ -123,6 +123,23 @@ TEST_F(CommandExecutorTest, NonKernelCommandsNeverReachTheRunner) {
 // queue behind one executor: Close returns once every runner has stopped,
 // and the scheduler holds no runner of a closed session (a use after free
 // here shows under --config=asan or --config=tsan).
+TEST_F(CommandExecutorTest, AWaitInASessionThatEndedSaysTheSessionEnded) {
+  // A session ending stops its streams while one may wait for another
+  // (CI saw a dropped rank told of a missing stream instead).
+  session_->Close();
+  StreamContext context;
+  context.session = session_.get();
+  context.slot = session_->stream_slot(0);
+  proto::Command wait;
+  wait.set_sequence(1);
+  wait.mutable_wait_stream()->set_stream_slot(1);
+  wait.mutable_wait_stream()->set_sequence(1);
+  const absl::Status status = executor_->Execute(context, wait);
+  EXPECT_EQ(ErrorCodeOf(status), proto::INVALID_HANDLE) << status;
+  EXPECT_EQ(status.message(),
+            "this session ended while its stream waited for stream 1");
+}
+
 TEST(ExecutorTeardownTest, SessionsCloseWhileTheirCommandsRun) {
   std::unique_ptr<Devices> devices =
       *Devices::Create(2, 16 << 20, /*executors=*/1);
