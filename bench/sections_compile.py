@@ -130,7 +130,6 @@ def compiled_steps(torch, scale):
 
 
 def _print_module_loads_and_cache(torch):
-    from torch_openreg import _C
     from torch_openreg.inductor import kernels
 
     paths = sorted(kernels._loaded._ids)
@@ -179,7 +178,6 @@ def _print_module_loads_and_cache(torch):
               f"{float(seconds):.2f} s (process {whole:.1f} s with import)")
     else:
         print("second process failed:", run.stderr[-500:])
-    del _C
 
 
 SECTIONS = [compiled_steps]
