@@ -57,6 +57,15 @@ void CommandCosts::RecordCommand(const StreamKey& stream,
   entry.set_commands(entry.commands() + 1);
 }
 
+void CommandCosts::RecordCompletion(const StreamKey& stream,
+                                    absl::string_view label,
+                                    int64_t nanoseconds) {
+  absl::MutexLock lock(&mutex_);
+  OpTotals& totals = ops_[std::make_pair(stream.device, std::string(label))];
+  totals.nanoseconds[static_cast<int>(CostStage::kComplete)] +=
+      static_cast<uint64_t>(std::max<int64_t>(0, nanoseconds));
+}
+
 void CommandCosts::RecordStreamEvent(const StreamKey& stream,
                                      StreamEvent event) {
   absl::MutexLock lock(&mutex_);

@@ -56,9 +56,15 @@ class CommandCosts {
   void Stop();
   void Reset();
 
-  // A command of `stream` finished; `label` names its op or kind.
+  // A command of `stream` ran; `label` names its op or kind. Recorded
+  // before the command's completion is published, so a read after a
+  // client's synchronize counts every command it waited for; the time
+  // publishing took (its complete stage) is added by RecordCompletion just
+  // after, and may reach a read a moment later.
   void RecordCommand(const StreamKey& stream, absl::string_view label,
                      const CommandTiming& timing);
+  void RecordCompletion(const StreamKey& stream, absl::string_view label,
+                        int64_t nanoseconds);
   void RecordStreamEvent(const StreamKey& stream, StreamEvent event);
   void RecordSpin(const StreamKey& stream, int64_t nanoseconds);
 

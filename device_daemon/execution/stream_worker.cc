@@ -222,14 +222,20 @@ StreamWorker::Step StreamWorker::RunOne() {
         status.message());
     RecordStreamError(slot_, expected, CommandName(command), status);
   }
-  StageTimer completing(&timing_, CostStage::kComplete);
-  last_sequence_ = expected;
-  slot_->completed.Advance(last_sequence_);
-  completing.Stop();
+  // Counted before its completion is published: a client that synchronized
+  // and then read the profile sees this command (CI once missed the last
+  // op of a profiled block). Only its complete stage is added after.
   if (costs != nullptr) {
     timing_.synchronous =
         command.has_launch() && command.launch().synchronous();
     costs->RecordCommand(cost_key_, CommandName(command), timing_);
+  }
+  const int64_t completing_ns = costs != nullptr ? MonotonicNanoseconds() : 0;
+  last_sequence_ = expected;
+  slot_->completed.Advance(last_sequence_);
+  if (costs != nullptr) {
+    costs->RecordCompletion(cost_key_, CommandName(command),
+                            MonotonicNanoseconds() - completing_ns);
   }
   return Step::kRan;
 }
