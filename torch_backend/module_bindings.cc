@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "data_plane/module_abi.h"
+#include "op_codec/kernel_settings.h"
 #include "openreg/modules.h"
 #include "torch_backend/device_guard.h"
 #include "torch_backend/op_encoding.h"
@@ -62,6 +63,10 @@ void LaunchModuleKernelOnCurrentStream(uint64_t module,
                        py::str(value.get_type()).cast<std::string>(),
                        "; expected an openreg tensor, an int or a float");
     }
+  }
+  const op_codec::KernelSettings settings = op_codec::CurrentKernelSettings();
+  if (settings != op_codec::KernelSettings()) {
+    op_codec::EncodeKernelSettings(settings, launch.mutable_settings());
   }
   const c10::DeviceIndex target =
       device.value_or(DeviceGuardImpl().getDevice().index());

@@ -175,9 +175,10 @@ void CommandExecutor::SessionClosed(uint64_t session_id) {
 absl::Status CommandExecutor::Dispatch(const StreamContext& context,
                                        const proto::Command& command,
                                        WrittenTensors* written) {
-  // A launch's op runner times its own stages, and a replay's commands
-  // theirs; everything else is one.
-  const StageTimer body(command.has_launch() || command.has_replay_graph()
+  // A launch's op runner times its own stages, a compiled kernel's launch
+  // and a replay's commands theirs; everything else is one.
+  const StageTimer body(command.has_launch() || command.has_replay_graph() ||
+                                command.has_launch_module()
                             ? nullptr
                             : context.timing,
                         CostStage::kKernel);
@@ -490,6 +491,7 @@ absl::Status CommandExecutor::LaunchModuleKernel(
   // Every tensor is checked whole against the session's allocations and
   // held (pins) while the kernel runs; scalars live in int_values and
   // double_values, which `pointers` points into.
+  StageTimer decoding(context.timing, CostStage::kDecode);
   const int count = launch.arguments_size();
   std::vector<PinnedRange> pins;
   pins.reserve(static_cast<size_t>(count));
@@ -536,10 +538,24 @@ absl::Status CommandExecutor::LaunchModuleKernel(
                                               " has no value"));
     }
   }
+  decoding.Stop();
+  if (op_runner_ != nullptr) {
+    // The client's flush-denormal and thread count, as for an op: the
+    // executor thread last ran some other client's kernel.
+    const StageTimer settings_stage(context.timing, CostStage::kSettings);
+    const absl::Status applied =
+        op_runner_->ApplyModuleSettings(launch.settings());
+    if (!applied.ok()) {
+      return InvalidValueError(absl::StrCat("compiled kernel ", launch.kernel(),
+                                            ": settings: ", applied.message()));
+    }
+  }
   char error[kModuleErrorBytes] = {};
+  StageTimer kernel(context.timing, CostStage::kKernel);
   const absl::StatusOr<int> failed =
       CallModuleEntry((*module)->entry(), pointers.data(),
                       static_cast<uint32_t>(count), error, sizeof(error));
+  kernel.Stop();
   DeviceCounters& counters = devices_->counters(context.device);
   if (!failed.ok()) {
     // A crash: the session's state is not trustworthy any more.

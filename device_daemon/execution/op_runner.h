@@ -30,6 +30,17 @@ class OpRunner {
   virtual absl::Status Run(const StreamContext& context,
                            const proto::LaunchOp& op, uint64_t sequence,
                            WrittenTensors* written) = 0;
+
+  // Makes the calling thread run a compiled kernel (LaunchModuleKernel)
+  // with the client's per-thread settings: flush-denormal and the
+  // intra-op thread count. A compiled kernel reads no process-wide ATen
+  // setting, so it needs no turn at the settings gate. INVALID_VALUE when
+  // `settings` does not decode. Runners without ATen (the tests' fakes)
+  // have no thread settings to apply.
+  virtual absl::Status ApplyModuleSettings(
+      const proto::KernelSettings& /*settings*/) {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace openreg::daemon

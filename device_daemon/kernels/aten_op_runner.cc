@@ -107,4 +107,13 @@ absl::Status AtenOpRunner::Run(const StreamContext& context,
   return status;
 }
 
+absl::Status AtenOpRunner::ApplyModuleSettings(
+    const proto::KernelSettings& wire) {
+  absl::StatusOr<op_codec::KernelSettings> settings =
+      op_codec::DecodeKernelSettings(wire);
+  if (!settings.ok()) return settings.status();
+  op_codec::ApplyThreadSettings(*settings);
+  return absl::OkStatus();
+}
+
 }  // namespace openreg::daemon

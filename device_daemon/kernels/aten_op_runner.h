@@ -31,6 +31,8 @@ class AtenOpRunner : public OpRunner {
   // kernel_settings_gate.h).
   absl::Status Run(const StreamContext& context, const proto::LaunchOp& op,
                    uint64_t sequence, WrittenTensors* written) override;
+  absl::Status ApplyModuleSettings(
+      const proto::KernelSettings& settings) override;
 
  private:
   KernelSettingsGate settings_gate_;

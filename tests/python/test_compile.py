@@ -156,6 +156,28 @@ def test_control_flow_subgraphs_and_random_ops_compile():
     assert 0.4 < first.mean() < 0.6 and not torch.equal(first, second)
 
 
+def test_a_compiled_kernel_runs_with_the_clients_flush_denormal():
+    """A compiled kernel runs with the client's flush-denormal, whatever its
+    executor thread last ran: each step first runs an eager op with the
+    other setting, which leaves that setting on the daemon's thread."""
+    denormal = torch.full((64,), 1e-39)  # below float32's smallest normal
+    device = denormal.to("openreg")
+    triple = torch.compile(lambda x: x * 3)
+    try:
+        for flush in (True, False, True):
+            torch.set_flush_denormal(not flush)
+            device + 0
+            torch.set_flush_denormal(flush)
+            result = triple(device)
+            expected = denormal * 3  # CPU eager, this thread's setting
+            # (Read back without flushing: the copy would flush it here.)
+            torch.set_flush_denormal(False)
+            assert torch.equal(result.cpu(), expected), (flush, result[:2])
+            assert (expected == 0).all() == flush  # the setting mattered
+    finally:
+        torch.set_flush_denormal(False)  # ATen's default
+
+
 def test_an_error_in_a_compiled_kernel_fails_at_the_next_synchronization():
     a = torch.tensor([6, 7, 8], device="openreg")
     b = torch.tensor([2, 0, 3], device="openreg")

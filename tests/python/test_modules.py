@@ -52,13 +52,13 @@ SOURCE = textwrap.dedent("""
     """)
 
 
-def build(tmp_path, name="scale", abi=None, source=SOURCE):
+def build(tmp_path, name="scale", abi=None, source=SOURCE, flags=()):
     source_path = tmp_path / f"{name}.cc"
     source_path.write_text(source.replace(
         "ABI", str(_C._module_abi_version if abi is None else abi)))
     library = tmp_path / f"{name}.so"
-    subprocess.run(["g++", "-shared", "-fPIC", "-O1", "-o", str(library),
-                    str(source_path)], check=True, timeout=120)
+    subprocess.run(["g++", "-shared", "-fPIC", "-O1", *flags, "-o",
+                    str(library), str(source_path)], check=True, timeout=120)
     os.chmod(library, 0o755)
     return str(library)
 
@@ -104,6 +104,39 @@ def test_an_exception_in_a_kernel_fails_at_the_next_synchronization(
     with pytest.raises(RuntimeError, match="compiled kernel scale .*"
                        "failed: negative count"):
         torch.openreg.synchronize()
+    _C._unload_module(module)
+
+
+# Writes the OpenMP thread count a parallel region would get.
+THREADS_SOURCE = textwrap.dedent("""
+    #include <omp.h>
+    #include <cstddef>
+    #include <cstdint>
+
+    extern "C" uint32_t openreg_module_abi() { return ABI; }
+    extern "C" int openreg_module_entry(void** args, uint32_t count,
+                                        char* error, size_t error_size) {
+      *static_cast<int64_t*>(args[0]) = omp_get_max_threads();
+      return 0;
+    }
+    """)
+
+
+def test_a_module_kernel_runs_with_the_clients_intra_op_threads(tmp_path):
+    """As an op does: the client's torch.set_num_threads reaches a compiled
+    kernel's OpenMP regions, whatever the daemon's thread last ran."""
+    module = _C._load_module(build(tmp_path, "threads",
+                                   source=THREADS_SOURCE,
+                                   flags=["-fopenmp"]))
+    out = torch.zeros(1, dtype=torch.int64, device="openreg")
+    before = torch.get_num_threads()
+    try:
+        for threads in (3, 1, 2):
+            torch.set_num_threads(threads)
+            _C._launch_module_kernel(module, "threads", [out], [True])
+            assert out.item() == threads
+    finally:
+        torch.set_num_threads(before)
     _C._unload_module(module)
 
 
