@@ -221,6 +221,16 @@ const std::vector<GpuField>& GpuFields() {
        [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
          return static_cast<int64_t>(d.graphs_replayed());
        }},
+      {"graphs.launches.decoded", "", false,
+       "recorded launches replays decoded (once per graph and free)",
+       [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
+         return static_cast<int64_t>(d.graph_launches_decoded());
+       }},
+      {"graphs.launches.reused", "", false,
+       "recorded launches replays ran as decoded before",
+       [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
+         return static_cast<int64_t>(d.graph_launches_reused());
+       }},
   };
   return *fields;
 }

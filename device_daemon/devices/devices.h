@@ -35,6 +35,11 @@ struct DeviceCounters {
   std::atomic<uint64_t> kernel_failures{0};
   // Graph replays that ran every recorded command (docs/GRAPHS.md).
   std::atomic<uint64_t> graphs_replayed{0};
+  // Recorded launches a replay decoded (a graph's first replay, or the
+  // first after the session freed memory), and those it ran as an earlier
+  // replay decoded them (kernels/decoded_launch.h).
+  std::atomic<uint64_t> graph_launches_decoded{0};
+  std::atomic<uint64_t> graph_launches_reused{0};
 };
 
 // Most executor threads a device may have (--executors_per_device,

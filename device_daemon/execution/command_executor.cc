@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
@@ -196,7 +197,7 @@ absl::Status CommandExecutor::Dispatch(const StreamContext& context,
     case proto::Command::kRecordEvent:
       return RecordEvent(context, command.record_event(), command.sequence());
     case proto::Command::kWaitStream: {
-      const absl::Status waited =
+      absl::Status waited =
           WaitStream(context, command.wait_stream(), command.sequence());
       if (!waited.ok()) return waited;
       // Work that waits for a failed collective inherits its failure (a
@@ -423,18 +424,31 @@ absl::Status CommandExecutor::ReplayGraph(const StreamContext& context,
                                           " generators but its replay passes ",
                                           replay.generators_size(), " draws"));
   }
+  // Launches run with what the op runner kept of them at the last replay
+  // (their decoded arguments), unless another replay of this graph holds
+  // it now.
+  RecordedGraph::ReplayCache& cache = *graph.replay_cache;
+  const bool keeps = cache.mutex.TryLock();
+  const absl::Cleanup unlock = [&cache, keeps] {
+    if (keeps) cache.mutex.Unlock();
+  };
+  if (keeps) cache.launches.resize(graph.commands.size());
+  StreamContext step = context;
   // The one copy a replay makes: of the few commands that draw random
   // numbers, with this replay's draws.
   proto::Command with_draws;
   for (size_t index = 0; index < graph.commands.size(); ++index) {
     const proto::Command* recorded = &graph.commands[index];
+    step.prepared_launch = nullptr;
     if (graph.draws_generators[index]) {
       with_draws = *recorded;
       absl::Status resolved = ResolveGraphDraws(replay, &with_draws);
       if (!resolved.ok()) return resolved;
       recorded = &with_draws;
+    } else if (keeps && recorded->has_launch()) {
+      step.prepared_launch = &cache.launches[index];
     }
-    absl::Status status = ExecuteChecked(context, *recorded);
+    absl::Status status = ExecuteChecked(step, *recorded);
     if (!status.ok()) {
       return MakeError(
           ErrorCodeOf(status),
@@ -467,7 +481,11 @@ absl::Status CommandExecutor::Launch(const StreamContext& context,
   if (op_runner_ == nullptr) {
     return MakeError(proto::INTERNAL, "this daemon cannot run ops");
   }
-  absl::Status status = op_runner_->Run(context, launch, sequence, written);
+  absl::Status status =
+      context.prepared_launch != nullptr
+          ? op_runner_->RunRepeated(context, launch, sequence, written,
+                                    context.prepared_launch)
+          : op_runner_->Run(context, launch, sequence, written);
   if (status.ok()) {
     counters.kernels_executed.fetch_add(1);
   } else {
@@ -560,7 +578,7 @@ absl::Status CommandExecutor::LaunchModuleKernel(
   if (!failed.ok()) {
     // A crash: the session's state is not trustworthy any more.
     counters.kernel_failures.fetch_add(1);
-    const absl::Status crashed = KernelFailureError(
+    absl::Status crashed = KernelFailureError(
         absl::StrCat("compiled kernel ", launch.kernel(), " (module ",
                      (*module)->name(), ") ", failed.status().message()));
     context.session->MakeSticky(crashed);

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "device_daemon/execution/op_runner.h"
 #include "protos/commands.pb.h"
 
 namespace openreg::daemon {
@@ -27,6 +29,16 @@ struct RecordedGraph {
   // replay runs a copy of them with this replay's draws filled in.
   std::vector<bool> draws_generators;
   uint64_t recorded_bytes = 0;  // as the client sent them
+
+  // What the op runner kept of each recorded launch (its decoded
+  // arguments), for the next replay. One replay at a time uses it (the
+  // one holding `mutex`); a concurrent replay of the graph decodes as
+  // usual.
+  struct ReplayCache {
+    absl::Mutex mutex;
+    std::vector<std::unique_ptr<PreparedLaunch>> launches;
+  };
+  std::unique_ptr<ReplayCache> replay_cache = std::make_unique<ReplayCache>();
 };
 
 class GraphStore {

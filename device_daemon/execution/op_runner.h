@@ -6,6 +6,7 @@
 #define OPENREG_DEVICE_DAEMON_EXECUTION_OP_RUNNER_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "device_daemon/execution/fault_hook.h"
@@ -13,6 +14,13 @@
 #include "protos/commands.pb.h"
 
 namespace openreg::daemon {
+
+// What a runner keeps of one launch to run the same launch again for less
+// (a graph's recorded launch, replayed many times): opaque here.
+class PreparedLaunch {
+ public:
+  virtual ~PreparedLaunch() = default;
+};
 
 class OpRunner {
  public:
@@ -30,6 +38,20 @@ class OpRunner {
   virtual absl::Status Run(const StreamContext& context,
                            const proto::LaunchOp& op, uint64_t sequence,
                            WrittenTensors* written) = 0;
+
+  // Runs `op` as Run does, for a launch that runs again and again (a
+  // graph's recorded launch: `op` is the same object every time).
+  // `*prepared` holds what an earlier run of it kept, or null; the runner
+  // alone decides whether that still holds, and leaves in `*prepared` what
+  // the next run may use. Runners that keep nothing (the tests' fakes) run
+  // it as any launch.
+  virtual absl::Status RunRepeated(const StreamContext& context,
+                                   const proto::LaunchOp& op, uint64_t sequence,
+                                   WrittenTensors* written,
+                                   std::unique_ptr<PreparedLaunch>* prepared) {
+    (void)prepared;
+    return Run(context, op, sequence, written);
+  }
 
   // Makes the calling thread run a compiled kernel (LaunchModuleKernel)
   // with the client's per-thread settings: flush-denormal and the

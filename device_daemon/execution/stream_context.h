@@ -4,12 +4,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "data_plane/session_layout.h"
 #include "device_daemon/execution/command_timing.h"
 
 namespace openreg::daemon {
 
+class PreparedLaunch;
 class Session;
 
 struct StreamContext {
@@ -23,6 +25,10 @@ struct StreamContext {
   // The running command's stage times (command_timing.h); on only while
   // the cost profile is. Owned by the stream's worker.
   CommandTiming* timing = nullptr;
+  // Set by a graph replay for each recorded launch it runs: where the op
+  // runner keeps what it decoded, for the next replay (OpRunner::
+  // RunRepeated).
+  std::unique_ptr<PreparedLaunch>* prepared_launch = nullptr;
 
   bool stop_requested() const {
     return stop != nullptr && stop->load(std::memory_order_acquire);

@@ -15,6 +15,7 @@
 #include "data_plane/monotonic_clock.h"
 #include "device_daemon/base/errors.h"
 #include "device_daemon/execution/command_timing.h"
+#include "device_daemon/kernels/decoded_launch.h"
 #include "device_daemon/kernels/kernel_launch.h"
 #include "device_daemon/kernels/kernel_workspace.h"
 #include "device_daemon/kernels/launch_decoder.h"
@@ -22,6 +23,7 @@
 #include "device_daemon/kernels/launch_reply.h"
 #include "device_daemon/kernels/launch_threads.h"
 #include "device_daemon/kernels/op_table.h"
+#include "device_daemon/sessions/session.h"
 #include "op_codec/error_classes.h"
 #include "op_codec/kernel_settings.h"
 
@@ -44,11 +46,61 @@ AtenOpRunner::AtenOpRunner(uint64_t workspace_limit_bytes)
 absl::Status AtenOpRunner::Run(const StreamContext& context,
                                const proto::LaunchOp& op, uint64_t sequence,
                                WrittenTensors* written) {
+  return RunLaunch(context, op, sequence, written, /*decoded=*/nullptr,
+                   /*replaying=*/false);
+}
+
+absl::Status AtenOpRunner::RunRepeated(
+    const StreamContext& context, const proto::LaunchOp& op, uint64_t sequence,
+    WrittenTensors* written, std::unique_ptr<PreparedLaunch>* prepared) {
+  if (op.synchronous() || op.has_default_generator()) {
+    return Run(context, op, sequence, written);
+  }
+  DeviceCounters& counters =
+      context.session->devices().counters(context.device);
+  // Only this runner fills `prepared`.
+  auto* kept = static_cast<DecodedLaunch*>(prepared->get());
+  if (kept != nullptr) {
+    if (kept->Acquire(*context.session)) {
+      counters.graph_launches_reused.fetch_add(1, std::memory_order_relaxed);
+      absl::Status status =
+          RunLaunch(context, op, sequence, written, kept, /*replaying=*/true);
+      kept->Release();
+      if (!status.ok() || !kept->Verify()) prepared->reset();
+      return status;
+    }
+    prepared->reset();  // memory was freed since: decode again
+  }
+  counters.graph_launches_decoded.fetch_add(1, std::memory_order_relaxed);
+  auto recording =
+      std::make_unique<DecodedLaunch>(context.session->memory_generation());
+  absl::Status status = RunLaunch(context, op, sequence, written,
+                                  recording.get(), /*replaying=*/false);
+  recording->Release();
+  const ResolvedOp* const resolved = ResolveOp(op.name(), op.overload());
+  if (status.ok() && resolved != nullptr &&
+      recording->Keepable(resolved->handle.schema()) && recording->Verify()) {
+    *prepared = std::move(recording);
+  }
+  return status;
+}
+
+absl::Status AtenOpRunner::RunLaunch(const StreamContext& context,
+                                     const proto::LaunchOp& op,
+                                     uint64_t sequence, WrittenTensors* written,
+                                     DecodedLaunch* decoded, bool replaying) {
   // Plain inference: no autograd bookkeeping for daemon-side tensors.
   c10::InferenceMode inference_mode;
   StageTimer settings_stage(context.timing, CostStage::kSettings);
   const ResolvedOp* const resolved = ResolveOp(op.name(), op.overload());
   LaunchDecoder decoder(context, op);
+  if (decoded != nullptr) {
+    if (replaying) {
+      decoder.Replay(decoded);
+    } else {
+      decoder.Record(decoded);
+    }
+  }
   LaunchReply reply(context, op, decoder);
   KernelLaunch launch(op, resolved, decoder, reply, context.timing);
   op_codec::KernelSettings settings;

@@ -5,10 +5,15 @@
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_ATEN_OP_RUNNER_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_ATEN_OP_RUNNER_H_
 
+#include <cstdint>
+#include <memory>
+
 #include "device_daemon/execution/op_runner.h"
 #include "device_daemon/kernels/kernel_settings_gate.h"
 
 namespace openreg::daemon {
+
+class DecodedLaunch;
 
 class AtenOpRunner : public OpRunner {
  public:
@@ -31,10 +36,23 @@ class AtenOpRunner : public OpRunner {
   // kernel_settings_gate.h).
   absl::Status Run(const StreamContext& context, const proto::LaunchOp& op,
                    uint64_t sequence, WrittenTensors* written) override;
+  // Keeps a recorded launch's decoded arguments (decoded_launch.h) for
+  // its next run, except for a launch the client waits for or one that
+  // seeds the default generator.
+  absl::Status RunRepeated(const StreamContext& context,
+                           const proto::LaunchOp& op, uint64_t sequence,
+                           WrittenTensors* written,
+                           std::unique_ptr<PreparedLaunch>* prepared) override;
   absl::Status ApplyModuleSettings(
       const proto::KernelSettings& settings) override;
 
  private:
+  // Run, with `decoded` recorded into or (`replaying`) taken from.
+  absl::Status RunLaunch(const StreamContext& context,
+                         const proto::LaunchOp& op, uint64_t sequence,
+                         WrittenTensors* written, DecodedLaunch* decoded,
+                         bool replaying);
+
   KernelSettingsGate settings_gate_;
   const uint64_t workspace_limit_bytes_;
 };

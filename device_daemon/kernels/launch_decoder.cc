@@ -57,6 +57,21 @@ absl::Status LaunchDecoder::CheckSparseIndices(const at::Tensor& indices,
 
 absl::StatusOr<at::Tensor> LaunchDecoder::DeviceTensor(
     const proto::TensorRef& ref, bool growable) {
+  if (replaying_) {
+    if (const at::Tensor* kept = decoded_->FindTensor(&ref, growable)) {
+      return *kept;
+    }
+    // Not decoded when recorded: decoded (checked, pinned) now.
+  }
+  absl::StatusOr<at::Tensor> tensor = DecodeDeviceTensor(ref, growable);
+  if (tensor.ok() && decoded_ != nullptr && !replaying_) {
+    decoded_->KeepTensor(&ref, growable, *tensor);
+  }
+  return tensor;
+}
+
+absl::StatusOr<at::Tensor> LaunchDecoder::DecodeDeviceTensor(
+    const proto::TensorRef& ref, bool growable) {
   TensorExtent extent;
   absl::StatusOr<PinnedRange> pinned = session_.PinTensor(ref, &extent);
   if (!pinned.ok()) return pinned.status();
@@ -108,7 +123,10 @@ absl::StatusOr<at::Tensor> LaunchDecoder::DeviceTensor(
 }
 
 LaunchDecoder::~LaunchDecoder() {
-  for (const auto& [buffer, pin] : pins_) c10::refcounted_deleter(pin);
+  for (const auto& [buffer, pin] : pins_) {
+    if (decoded_ != nullptr && !replaying_) decoded_->KeepPin(pin);
+    c10::refcounted_deleter(pin);
+  }
 }
 
 c10::RefcountedDeleterContext* LaunchDecoder::SharedPin(
@@ -148,6 +166,7 @@ absl::StatusOr<c10::IValue> LaunchDecoder::DecodeGenerator(
 
 absl::StatusOr<torch::jit::Stack> LaunchDecoder::BuildStack(
     const c10::FunctionSchema& schema) {
+  if (replaying_) return decoded_->stack();
   const std::vector<c10::Argument>& parameters = schema.arguments();
   if (static_cast<size_t>(op_.arguments_size()) > parameters.size()) {
     return LaunchError(
@@ -171,10 +190,12 @@ absl::StatusOr<torch::jit::Stack> LaunchDecoder::BuildStack(
           absl::StrCat("missing argument '", parameters[i].name(), "'"));
     }
   }
+  if (decoded_ != nullptr) decoded_->KeepStack(stack);
   return stack;
 }
 
 absl::Status LaunchDecoder::ValidateOutputs() const {
+  if (replaying_) return absl::OkStatus();  // checked when recorded
   for (const proto::TensorRef& output : op_.outputs()) {
     absl::Status valid = op_codec::CheckTensorRef(output);
     if (valid.ok()) valid = session_.ValidateTensor(output).status();

@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "device_daemon/execution/stream_context.h"
+#include "device_daemon/kernels/decoded_launch.h"
 #include "device_daemon/memory/device_buffer.h"
 #include "op_codec/op_codec.h"
 #include "protos/commands.pb.h"
@@ -48,6 +49,15 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
   ~LaunchDecoder();
   LaunchDecoder(const LaunchDecoder&) = delete;
   LaunchDecoder& operator=(const LaunchDecoder&) = delete;
+
+  // A launch that runs again (a graph's, decoded_launch.h): Record keeps
+  // what this decoder decodes in `decoded`; Replay takes it from there
+  // instead (Acquired, so still valid), checking and pinning nothing.
+  void Record(DecodedLaunch* decoded) { decoded_ = decoded; }
+  void Replay(DecodedLaunch* decoded) {
+    decoded_ = decoded;
+    replaying_ = true;
+  }
 
   // The kernel's argument stack: the launch's arguments decoded against
   // `schema`, then the schema's defaults for the ones the client left out.
@@ -83,6 +93,8 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
       const proto::GeneratorState& state) override;
 
  private:
+  absl::StatusOr<at::Tensor> DecodeDeviceTensor(const proto::TensorRef& ref,
+                                                bool growable);
   // The pin that every tensor of this launch in the client storage starting
   // at `storage_start` (inside `buffer`) shares; see DeviceTensor.
   c10::RefcountedDeleterContext* SharedPin(
@@ -90,6 +102,8 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
 
   Session& session_;
   const proto::LaunchOp& op_;
+  DecodedLaunch* decoded_ = nullptr;
+  bool replaying_ = false;
   // One per client storage the launch touches (few: a linear search), each
   // holding one reference of its own until the decoder ends.
   absl::InlinedVector<std::pair<const char*, c10::RefcountedDeleterContext*>, 4>

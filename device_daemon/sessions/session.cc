@@ -134,6 +134,7 @@ absl::Status Session::Free(uint64_t address) {
   absl::MutexLock lock(&mutex_);
   if (absl::Status open = CheckOpen(); !open.ok()) return open;
   released = allocations_.Remove(address);
+  memory_generation_.fetch_add(1, std::memory_order_acq_rel);
   return released.status();
 }
 
@@ -203,6 +204,7 @@ absl::Status Session::CloseImported(uint64_t address) {
   absl::MutexLock lock(&mutex_);
   if (absl::Status open = CheckOpen(); !open.ok()) return open;
   released = imports_.Close(allocations_, address);
+  memory_generation_.fetch_add(1, std::memory_order_acq_rel);
   return released.status();
 }
 
@@ -496,6 +498,7 @@ void Session::Close() {
     absl::MutexLock lock(&mutex_);
     if (closed_) return;
     closed_ = true;
+    memory_generation_.fetch_add(1, std::memory_order_acq_rel);
     for (auto& [slot, entry] : streams_) {
       if (entry.worker != nullptr) workers.push_back(entry.worker);
     }

@@ -132,6 +132,13 @@ class Session {
   // ValidateTensor + PinRange of its span. `extent` may be null.
   absl::StatusOr<PinnedRange> PinTensor(const proto::TensorRef& tensor,
                                         TensorExtent* extent = nullptr) const;
+  // Changes whenever memory leaves this session's tables (a free, an
+  // import closed, the session closed): a reference checked against them
+  // still holds while it has not changed (a graph's decoded launches,
+  // kernels/decoded_launch.h).
+  uint64_t memory_generation() const {
+    return memory_generation_.load(std::memory_order_acquire);
+  }
   uint64_t allocated_bytes() const;
 
   // ---- IPC memory (import_table.h, ipc_exports.h) -----------------------
@@ -282,6 +289,8 @@ class Session {
   ActivityTrace activity_trace_;
   std::atomic<bool> has_sticky_error_{false};
   std::atomic<bool> streams_stopped_{false};
+  // Advanced under mutex_ with each removal from the memory tables.
+  std::atomic<uint64_t> memory_generation_{0};
   StreamTaints taints_;
   absl::Status sticky_error_ ABSL_GUARDED_BY(mutex_);
 

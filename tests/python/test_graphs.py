@@ -362,6 +362,68 @@ def test_a_kernel_error_inside_a_replay_names_the_graph_and_its_command():
         torch.openreg.synchronize()
 
 
+def graph_launches(device=0):
+    """(decoded, reused): recorded launches replays decoded, and those they
+    ran as an earlier replay decoded them."""
+    stats = torch.openreg.daemon_stats()["devices"][device]
+    return (int(stats.get("graph_launches_decoded", 0)),
+            int(stats.get("graph_launches_reused", 0)))
+
+
+def test_replays_run_their_launches_as_the_first_replay_decoded_them():
+    x = torch.randn(1000, device="openreg")
+
+    def chain():
+        return (x * 2 + 1).relu()
+
+    warm_up(chain)
+    graph, out = capture(chain)
+    decoded, reused = graph_launches()
+    for _ in range(3):
+        graph.replay()
+    torch.openreg.synchronize()
+    launches = graph_launches()[0] - decoded
+    assert launches == 3  # mul, add, relu: decoded once
+    assert graph_launches()[1] - reused == 2 * launches
+    assert torch.equal(out.cpu(), chain().cpu())
+
+
+def test_a_free_makes_the_next_replay_decode_again_and_pins_nothing():
+    """The decoded launches hold no memory: a free the client makes while
+    the graph lives returns it, and a replay that reads freed memory
+    fails naming it rather than reading what is there now."""
+    size = 4 << 20  # each in its own segment: empty_cache frees it
+    x = torch.randn(size, device="openreg")
+    y = torch.randn(size, device="openreg")
+    warm_up(torch.add, x, y)
+    graph, out = capture(torch.add, x, y)
+    graph.replay()
+    torch.openreg.synchronize()
+    unrelated = torch.empty(size, device="openreg")
+    del unrelated
+    torch.openreg.empty_cache()
+    torch.openreg.synchronize()
+    decoded, reused = graph_launches()
+    graph.replay()
+    torch.openreg.synchronize()
+    assert graph_launches() == (decoded + 1, reused)  # decoded again
+    assert torch.equal(out.cpu(), x.cpu() + y.cpu())
+
+    def allocated():
+        return int(torch.openreg.daemon_stats()["devices"][0]
+                   ["allocated_bytes"])
+
+    before = allocated()
+    del y
+    torch.openreg.empty_cache()
+    torch.openreg.synchronize()  # a free is a command of its stream
+    assert before - allocated() >= size * 4
+    with pytest.raises(ValueError, match="was already freed .*in the "
+                       "replay of graph"):
+        graph.replay()
+        torch.openreg.synchronize()
+
+
 def test_make_graphed_callables_on_an_mlp_trains_as_the_eager_module():
     torch.manual_seed(1)
     eager = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(),
