@@ -28,6 +28,13 @@ ABSL_FLAG(std::string, socket, "",
 ABSL_FLAG(int64_t, idle_exit_seconds, 0,
           "Exit after this many seconds without an attached client; 0 "
           "keeps the daemon running.");
+ABSL_FLAG(std::string, openmp_wait, "spin",
+          "How the daemon's OpenMP workers wait between the parallel "
+          "regions of its kernels: spin (libgomp's default: milliseconds of "
+          "spinning after each region, which keeps a kernel's many regions "
+          "fast but takes a core from clients on a small machine) or sleep "
+          "(OMP_WAIT_POLICY=PASSIVE: every region wakes its workers; "
+          "docs/ARCHITECTURE.md, \"The cost of one op\", has the trade-off).");
 ABSL_FLAG(std::string, log_level, "warning",
           "error, warning, info (adds each session's attach and detach, "
           "each fault fired and each error returned to a client) or "
@@ -163,6 +170,12 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
         absl::StrCat("--idle_exit_seconds must be >= 0, got ", idle_seconds));
   }
   config.options.idle_exit = absl::Seconds(idle_seconds);
+  const std::string openmp_wait = absl::GetFlag(FLAGS_openmp_wait);
+  if (openmp_wait != "spin" && openmp_wait != "sleep") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--openmp_wait must be spin or sleep, got '", openmp_wait, "'"));
+  }
+  config.openmp_workers_sleep = openmp_wait == "sleep";
   absl::StatusOr<LogLevel> level =
       ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {

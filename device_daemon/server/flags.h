@@ -42,6 +42,8 @@ struct DaemonConfig {
   std::vector<std::string> kernel_libraries;
   // Most host memory one kernel may hold in the daemon (AtenOpRunner).
   uint64_t kernel_workspace_limit = 0;
+  // --openmp_wait=sleep (base/openmp_wait_policy.h).
+  bool openmp_workers_sleep = false;
 };
 absl::StatusOr<DaemonConfig> ConfigFromFlags();
 

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "command_line/help_flag.h"
 #include "device_daemon/base/log.h"
+#include "device_daemon/base/openmp_wait_policy.h"
 #include "device_daemon/collectives/collective_engine.h"
 #include "device_daemon/kernels/accelerator_semantics.h"
 #include "device_daemon/kernels/aten_op_runner.h"
@@ -42,6 +43,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "openreg-daemon: %s\n",
                  std::string(config.status().message()).c_str());
     return 2;
+  }
+  // Before anything starts: this may re-execute the daemon.
+  if (config->openmp_workers_sleep) {
+    openreg::daemon::MakeOpenMpWorkersSleep(argv);
   }
   openreg::daemon::SetLogLevel(config->log_level);
   if (!config->log_file.empty()) {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -173,6 +174,7 @@ TEST_F(DaemonBinaryTest, RejectsBadFlags) {
       {"--memory_per_device=100", "memory_per_device"},
       {"--log_level=chatty", "log_level"},
       {"--idle_exit_seconds=-1", "idle_exit_seconds"},
+      {"--openmp_wait=nap", "openmp_wait"},
   };
   for (const auto& [flag, name] : cases) {
     Process bad = Spawn({flag, "--socket=" + socket_}, directory_ + "/bad.err");
@@ -181,6 +183,28 @@ TEST_F(DaemonBinaryTest, RejectsBadFlags) {
     EXPECT_NE(output.find(name), std::string::npos) << flag << ": " << output;
   }
   EXPECT_NE(access(socket_.c_str(), F_OK), 0);
+}
+
+TEST_F(DaemonBinaryTest, SleepingOpenMpWorkersKeepThePidAndTheFlags) {
+  // libgomp reads its wait policy when it loads: the daemon re-executes
+  // itself with it, as the same process.
+  Process daemon =
+      Spawn({"--socket=" + socket_, "--openmp_wait=sleep", "--devices=3"},
+            directory_ + "/first.err");
+  ASSERT_TRUE(WaitForFile(socket_, absl::Seconds(20)))
+      << ReadFile(daemon.stderr_path);
+  EXPECT_TRUE(
+      WaitForText(daemon.stderr_path, "serving 3 devices", absl::Seconds(5)))
+      << ReadFile(daemon.stderr_path);
+  EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(daemon.pid, "\n"));
+  std::string environment =
+      ReadFile(absl::StrCat("/proc/", daemon.pid, "/environ"));
+  std::replace(environment.begin(), environment.end(), '\0', '\n');
+  environment.insert(0, "\n");
+  EXPECT_NE(environment.find("\nOMP_WAIT_POLICY=PASSIVE\n"), std::string::npos);
+  ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
+      << ReadFile(daemon.stderr_path);
 }
 
 TEST_F(DaemonBinaryTest, ExitsWhenIdle) {
