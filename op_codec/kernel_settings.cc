@@ -229,10 +229,14 @@ void ApplyProcessSettings(const KernelSettings& settings) {
   }
 }
 
-void ApplyThreadSettings(const KernelSettings& settings) {
-  if (ThreadFlushesDenormals() != settings.flush_denormal) {
-    at::Context::setFlushDenormal(settings.flush_denormal);
+void ApplyThreadFlushDenormal(bool flush_denormal) {
+  if (ThreadFlushesDenormals() != flush_denormal) {
+    at::Context::setFlushDenormal(flush_denormal);
   }
+}
+
+void ApplyThreadSettings(const KernelSettings& settings) {
+  ApplyThreadFlushDenormal(settings.flush_denormal);
   // at::get_num_threads() first initializes this thread's count (once per
   // thread), which would otherwise undo ours later.
   const int threads = settings.intra_op_threads > 0 ? settings.intra_op_threads

@@ -77,6 +77,9 @@ absl::StatusOr<KernelSettings> DecodeKernelSettings(
 // through its KernelSettingsGate.
 void ApplyProcessSettings(const KernelSettings& settings);
 void ApplyThreadSettings(const KernelSettings& settings);
+// The per-thread flush-denormal bits alone (what a loop outside ATen
+// needs: device_daemon/kernels/pointwise_kernel.h).
+void ApplyThreadFlushDenormal(bool flush_denormal);
 
 }  // namespace openreg::op_codec
 

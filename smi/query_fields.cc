@@ -231,6 +231,11 @@ const std::vector<GpuField>& GpuFields() {
        [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
          return static_cast<int64_t>(d.graph_launches_reused());
        }},
+      {"graphs.launches.pointwise", "", false,
+       "reused launches run as a plain loop instead of ATen",
+       [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
+         return static_cast<int64_t>(d.graph_launches_pointwise());
+       }},
   };
   return *fields;
 }

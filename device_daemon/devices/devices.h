@@ -40,6 +40,9 @@ struct DeviceCounters {
   // replay decoded them (kernels/decoded_launch.h).
   std::atomic<uint64_t> graph_launches_decoded{0};
   std::atomic<uint64_t> graph_launches_reused{0};
+  // Reused launches that ran as a plain loop, not through ATen
+  // (kernels/pointwise_kernel.h).
+  std::atomic<uint64_t> graph_launches_pointwise{0};
 };
 
 // Most executor threads a device may have (--executors_per_device,

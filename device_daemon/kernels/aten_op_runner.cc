@@ -10,6 +10,7 @@
 
 #include <exception>
 #include <new>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "data_plane/monotonic_clock.h"
@@ -23,6 +24,7 @@
 #include "device_daemon/kernels/launch_reply.h"
 #include "device_daemon/kernels/launch_threads.h"
 #include "device_daemon/kernels/op_table.h"
+#include "device_daemon/kernels/pointwise_kernel.h"
 #include "device_daemon/sessions/session.h"
 #include "op_codec/error_classes.h"
 #include "op_codec/kernel_settings.h"
@@ -63,6 +65,19 @@ absl::Status AtenOpRunner::RunRepeated(
   if (kept != nullptr) {
     if (kept->Acquire(*context.session)) {
       counters.graph_launches_reused.fetch_add(1, std::memory_order_relaxed);
+      // A fault hook that reads what the launch wrote (`written`) sees
+      // ATen's run, as it would without graphs.
+      if (const PointwiseKernel* pointwise = kept->pointwise();
+          pointwise != nullptr && written == nullptr) {
+        {
+          const StageTimer kernel(context.timing, CostStage::kKernel);
+          pointwise->Run();
+        }
+        kept->Release();
+        counters.graph_launches_pointwise.fetch_add(1,
+                                                    std::memory_order_relaxed);
+        return absl::OkStatus();
+      }
       absl::Status status =
           RunLaunch(context, op, sequence, written, kept, /*replaying=*/true);
       kept->Release();
@@ -80,6 +95,14 @@ absl::Status AtenOpRunner::RunRepeated(
   const ResolvedOp* const resolved = ResolveOp(op.name(), op.overload());
   if (status.ok() && resolved != nullptr &&
       recording->Keepable(resolved->handle.schema()) && recording->Verify()) {
+    absl::StatusOr<op_codec::KernelSettings> settings =
+        op_codec::DecodeKernelSettings(op.settings());
+    if (settings.ok()) {
+      if (std::optional<PointwiseKernel> pointwise =
+              PointwiseKernel::Match(op, *recording, *settings)) {
+        recording->KeepPointwise(*pointwise);
+      }
+    }
     *prepared = std::move(recording);
   }
   return status;

@@ -15,6 +15,8 @@
 //  - Kept only for launches whose every written argument is device memory
 //    (Keepable): a host tensor the kernel wrote would carry over.
 //  - One run at a time (the graph's replay cache lock).
+//  - A launch a plain loop computes bit for bit keeps that loop too
+//    (pointwise_kernel.h): its replays skip ATen altogether.
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_DECODED_LAUNCH_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_DECODED_LAUNCH_H_
 
@@ -25,9 +27,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "absl/container/inlined_vector.h"
 #include "device_daemon/execution/op_runner.h"
+#include "device_daemon/kernels/pointwise_kernel.h"
 #include "device_daemon/memory/device_buffer.h"
 #include "protos/commands.pb.h"
 
@@ -53,6 +57,7 @@ class DecodedLaunch : public PreparedLaunch {
   // Whether every argument `schema` marks as written was decoded to a kept
   // device tensor.
   bool Keepable(const c10::FunctionSchema& schema) const;
+  void KeepPointwise(const PointwiseKernel& kernel) { pointwise_ = kernel; }
 
   // ---- Replaying -------------------------------------------------------
   // Pins every buffer for this run; false when one is gone or the session
@@ -67,6 +72,10 @@ class DecodedLaunch : public PreparedLaunch {
   // Every kept tensor still has the data, sizes, strides and offset it was
   // decoded with.
   bool Verify() const;
+  // The loop that replays this launch without ATen, or null.
+  const PointwiseKernel* pointwise() const {
+    return pointwise_.has_value() ? &*pointwise_ : nullptr;
+  }
 
  private:
   struct KeptTensor {
@@ -85,6 +94,7 @@ class DecodedLaunch : public PreparedLaunch {
   torch::jit::Stack stack_;
   absl::InlinedVector<KeptTensor, 4> tensors_;
   absl::InlinedVector<KeptPin, 2> pins_;
+  std::optional<PointwiseKernel> pointwise_;
 };
 
 }  // namespace openreg::daemon

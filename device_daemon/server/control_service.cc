@@ -268,6 +268,8 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
     stats->set_graphs_replayed(counters.graphs_replayed.load());
     stats->set_graph_launches_decoded(counters.graph_launches_decoded.load());
     stats->set_graph_launches_reused(counters.graph_launches_reused.load());
+    stats->set_graph_launches_pointwise(
+        counters.graph_launches_pointwise.load());
     stats->set_graphs(graphs_->CountOnDevice(device));
     stats->set_state(DeviceStateName(devices_->health(device).state()));
     for (const auto& [model, count] : faults_->log().FiredOn(device)) {

@@ -71,6 +71,9 @@ class DecodedLaunchTest : public ::testing::Test {
   uint64_t Reused() const {
     return devices_->counters(0).graph_launches_reused.load();
   }
+  uint64_t Pointwise() const {
+    return devices_->counters(0).graph_launches_pointwise.load();
+  }
 
   std::unique_ptr<Devices> devices_;
   std::unique_ptr<Session> session_;
@@ -90,6 +93,24 @@ TEST_F(DecodedLaunchTest, LaterRunsReuseTheFirstDecodeOnCurrentMemory) {
   EXPECT_EQ(Data(out_)[kElements - 1], 12.0F);
   EXPECT_EQ(Decoded(), 1u);
   EXPECT_EQ(Reused(), 1u);
+}
+
+TEST_F(DecodedLaunchTest, ASmallFloatAddReplaysAsALoopOnCurrentMemory) {
+  ASSERT_TRUE(Run().ok());
+  EXPECT_EQ(Pointwise(), 0u);  // the decoding run is ATen's
+  Fill(y_, 0.25F);
+  ASSERT_TRUE(Run().ok());
+  EXPECT_EQ(Pointwise(), 1u);
+  EXPECT_EQ(Data(out_)[kElements - 1], 1.25F);
+}
+
+TEST_F(DecodedLaunchTest, AnAlphaOtherThanOneReplaysThroughAten) {
+  add_.mutable_arguments(2)->set_int_value(2);  // out = x + 2 * y
+  ASSERT_TRUE(Run().ok());
+  ASSERT_TRUE(Run().ok());
+  EXPECT_EQ(Reused(), 1u);
+  EXPECT_EQ(Pointwise(), 0u);
+  EXPECT_EQ(Data(out_)[0], 5.0F);
 }
 
 TEST_F(DecodedLaunchTest, AFreeMakesTheNextRunDecodeAgain) {

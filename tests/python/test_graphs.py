@@ -388,6 +388,104 @@ def test_replays_run_their_launches_as_the_first_replay_decoded_them():
     assert torch.equal(out.cpu(), chain().cpu())
 
 
+def pointwise_launches(device=0):
+    """Reused launches a replay ran as a plain loop instead of ATen."""
+    stats = torch.openreg.daemon_stats()["devices"][device]
+    return int(stats.get("graph_launches_pointwise", 0))
+
+
+def awkward_values(dtype, count=1000):
+    """Random values, and every IEEE corner a loop could get wrong."""
+    values = torch.randn(count, dtype=dtype, generator=torch.Generator()
+                         .manual_seed(count)) * 1e3
+    tiny = torch.finfo(dtype).tiny
+    corners = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0,
+                            0.0, tiny / 4, -tiny / 8, torch.finfo(dtype).max,
+                            torch.finfo(dtype).min, 1.0], dtype=dtype)
+    values[:corners.numel()] = corners
+    return values
+
+
+def same_bits(a, b):
+    integer = torch.int32 if a.dtype == torch.float32 else torch.int64
+    return a.dtype == b.dtype and torch.equal(a.view(integer),
+                                              b.view(integer))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("flush_denormal", [False, True])
+def test_small_arithmetic_replays_as_loops_with_the_bits_of_cpu_eager(
+        dtype, flush_denormal):
+    """Replays run add, sub, mul, div, neg and reciprocal on small
+    contiguous float tensors as plain loops (kernels/pointwise_kernel.h):
+    every result, NaNs, infinities, signed zeros and denormals included,
+    has CPU eager's bits, under the client's flush-denormal setting as
+    well."""
+    host_x = awkward_values(dtype)
+    host_y = awkward_values(dtype).flip(0)
+    host_s = torch.tensor(-1.5, dtype=dtype)
+
+    def steps(x, y, s):
+        a = x * 1.0001          # a Python float
+        b = a + 0.001
+        c = b - y               # two tensors
+        d = c * y
+        e = d * 3               # a Python int
+        f = e.add(x)
+        f.sub_(0.5)             # in place
+        f.mul_(x)
+        g = f / y
+        h = g.div(7)
+        i = h.neg()
+        j = i.reciprocal()
+        j.mul_(s)               # a 0-dim device tensor
+        k = s / 3               # 0-dim throughout
+        k.neg_()
+        return a, b, c, d, e, f, g, h, i, j, k
+
+    previous = torch.set_flush_denormal(flush_denormal)
+    try:
+        x, y, s = (host.to("openreg") for host in (host_x, host_y, host_s))
+        warm_up(steps, x, y, s)
+        graph, outs = capture(steps, x, y, s)
+        before = pointwise_launches()
+        for _ in range(3):
+            graph.replay()
+        torch.openreg.synchronize()
+        expected = steps(host_x, host_y, host_s)  # under the same setting
+    finally:
+        torch.set_flush_denormal(previous)
+    assert pointwise_launches() - before == 2 * 15  # all but the first
+    for out, cpu in zip(outs, expected):
+        assert same_bits(out.cpu(), cpu)
+
+
+def test_what_a_loop_cannot_match_bit_for_bit_replays_through_aten():
+    """An alpha other than 1, broadcasting, a strided operand, an integer
+    type, a tensor above ATen's grain size and an op whose ATen kernel
+    approximates (sqrt) run through ATen on every replay, and still equal
+    CPU eager."""
+    host = torch.randn(64, 64)
+    large = torch.randn(40000)
+
+    def steps(x, row, ints, big):
+        return (torch.add(x, x, alpha=2), x * row, x.t() * x,
+                ints * 3, big * 2, x.abs().sqrt())
+
+    args = (host.to("openreg"), host[0].to("openreg"),
+            torch.arange(10).to("openreg"), large.to("openreg"))
+    warm_up(steps, *args)
+    graph, outs = capture(steps, *args)
+    before = pointwise_launches()
+    for _ in range(2):
+        graph.replay()
+    torch.openreg.synchronize()
+    assert pointwise_launches() == before
+    expected = steps(host, host[0], torch.arange(10), large)
+    for out, cpu in zip(outs, expected):
+        assert torch.equal(out.cpu(), cpu)
+
+
 def test_a_free_makes_the_next_replay_decode_again_and_pins_nothing():
     """The decoded launches hold no memory: a free the client makes while
     the graph lives returns it, and a replay that reads freed memory

@@ -1,0 +1,224 @@
+#include "device_daemon/kernels/pointwise_kernel.h"
+
+#include <ATen/TensorIterator.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <cstring>
+
+#include "absl/strings/string_view.h"
+#include "device_daemon/kernels/decoded_launch.h"
+
+namespace openreg::daemon {
+namespace {
+
+// A Python number or 0-dim host tensor operand, as ATen casts it to the
+// result's type `T`; nullopt for one this kernel leaves to ATen.
+template <typename T>
+std::optional<double> NumberAs(const proto::Argument& argument) {
+  if (argument.has_int_value()) return static_cast<T>(argument.int_value());
+  if (argument.has_double_value()) {
+    return static_cast<T>(argument.double_value());
+  }
+  if (argument.has_scalar()) {
+    const proto::Scalar& scalar = argument.scalar();
+    if (scalar.value_case() == proto::Scalar::kD) {
+      return static_cast<T>(scalar.d());
+    }
+    if (scalar.value_case() == proto::Scalar::kI) {
+      return static_cast<T>(scalar.i());
+    }
+    return std::nullopt;
+  }
+  if (!argument.has_host_tensor()) return std::nullopt;
+  const proto::HostTensor& host = argument.host_tensor();
+  if (host.sizes_size() != 0) return std::nullopt;
+  const std::string& bytes = host.data();
+  switch (static_cast<c10::ScalarType>(host.dtype())) {
+    case c10::kDouble: {
+      double value;
+      if (bytes.size() != sizeof(value)) return std::nullopt;
+      std::memcpy(&value, bytes.data(), sizeof(value));
+      return static_cast<T>(value);
+    }
+    case c10::kFloat: {
+      float value;
+      if (bytes.size() != sizeof(value)) return std::nullopt;
+      std::memcpy(&value, bytes.data(), sizeof(value));
+      return static_cast<T>(value);
+    }
+    case c10::kLong: {
+      int64_t value;
+      if (bytes.size() != sizeof(value)) return std::nullopt;
+      std::memcpy(&value, bytes.data(), sizeof(value));
+      return static_cast<T>(value);
+    }
+    default:
+      return std::nullopt;
+  }
+}
+
+// add's and sub's alpha: absent or exactly 1.
+bool AlphaIsOne(const proto::LaunchOp& op) {
+  if (op.arguments_size() < 3) return true;
+  const proto::Argument& alpha = op.arguments(2);
+  if (alpha.has_none()) return true;
+  // As a number or an int (the codec sends the schema's default as one).
+  if (alpha.has_int_value()) return alpha.int_value() == 1;
+  if (alpha.has_double_value()) return alpha.double_value() == 1.0;
+  if (!alpha.has_scalar()) return false;
+  return (alpha.scalar().value_case() == proto::Scalar::kI &&
+          alpha.scalar().i() == 1) ||
+         (alpha.scalar().value_case() == proto::Scalar::kD &&
+          alpha.scalar().d() == 1.0);
+}
+
+// A device tensor the loop may run over: real, not lazily negated,
+// contiguous, and of the kernel's type and shape.
+bool Plain(const at::Tensor* tensor, c10::ScalarType type,
+           c10::IntArrayRef sizes) {
+  return tensor != nullptr && tensor->scalar_type() == type &&
+         !tensor->is_neg() && !tensor->is_conj() && tensor->is_contiguous() &&
+         tensor->sizes() == sizes;
+}
+
+}  // namespace
+
+std::optional<PointwiseKernel> PointwiseKernel::Match(
+    const proto::LaunchOp& op, const DecodedLaunch& decoded,
+    const op_codec::KernelSettings& settings) {
+  PointwiseKernel kernel;
+  absl::string_view name = op.name();
+  const bool in_place = !name.empty() && name.back() == '_';
+  if (in_place) name.remove_suffix(1);
+  bool binary = true;
+  if (name == "aten::add") {
+    kernel.operation_ = Operation::kAdd;
+  } else if (name == "aten::sub") {
+    kernel.operation_ = Operation::kSubtract;
+  } else if (name == "aten::mul") {
+    kernel.operation_ = Operation::kMultiply;
+  } else if (name == "aten::div") {
+    kernel.operation_ = Operation::kDivide;
+  } else if (name == "aten::neg") {
+    kernel.operation_ = Operation::kNegate;
+    binary = false;
+  } else if (name == "aten::reciprocal") {
+    kernel.operation_ = Operation::kReciprocal;
+    binary = false;
+  } else {
+    return std::nullopt;
+  }
+  if (binary ? op.overload() != "Tensor" && op.overload() != "Scalar"
+             : !op.overload().empty()) {
+    return std::nullopt;
+  }
+  if (op.arguments_size() < (binary ? 2 : 1) || !op.arguments(0).has_tensor()) {
+    return std::nullopt;
+  }
+  if ((kernel.operation_ == Operation::kAdd ||
+       kernel.operation_ == Operation::kSubtract) &&
+      !AlphaIsOne(op)) {
+    return std::nullopt;
+  }
+  const at::Tensor* self =
+      decoded.FindTensor(&op.arguments(0).tensor(), /*growable=*/false);
+  // The functional op ran as its out= overload into the client's output.
+  const at::Tensor* out =
+      in_place ? self
+      : op.outputs_size() == 1
+          ? decoded.FindTensor(&op.outputs(0), /*growable=*/true)
+          : nullptr;
+  if (self == nullptr || out == nullptr) return std::nullopt;
+  const c10::ScalarType type = out->scalar_type();
+  if (type == c10::kFloat) {
+    kernel.type_ = Type::kFloat;
+  } else if (type == c10::kDouble) {
+    kernel.type_ = Type::kDouble;
+  } else {
+    return std::nullopt;
+  }
+  const c10::IntArrayRef sizes = out->sizes();
+  if (!Plain(out, type, sizes) || !Plain(self, type, sizes) ||
+      out->numel() > at::internal::GRAIN_SIZE) {
+    return std::nullopt;
+  }
+  if (binary) {
+    const proto::Argument& other = op.arguments(1);
+    if (other.has_tensor()) {
+      const at::Tensor* tensor =
+          decoded.FindTensor(&other.tensor(), /*growable=*/false);
+      // Of the output's shape, or 0-dim (read at every run: device memory).
+      const bool broadcast = tensor != nullptr && tensor->dim() == 0;
+      if (!Plain(tensor, type, broadcast ? c10::IntArrayRef() : sizes)) {
+        return std::nullopt;
+      }
+      kernel.other_ = tensor->const_data_ptr();
+      kernel.other_broadcast_ = broadcast;
+    } else {
+      const std::optional<double> number = type == c10::kFloat
+                                               ? NumberAs<float>(other)
+                                               : NumberAs<double>(other);
+      if (!number.has_value()) return std::nullopt;
+      kernel.number_ = *number;
+    }
+  }
+  kernel.count_ = out->numel();
+  kernel.out_ = out->data_ptr();
+  kernel.self_ = self->const_data_ptr();
+  kernel.flush_denormal_ = settings.flush_denormal;
+  return kernel;
+}
+
+template <typename T>
+void PointwiseKernel::RunAs() const {
+  using Vector = at::vec::Vectorized<T>;
+  const T* self = static_cast<const T*>(self_);
+  const T* other = static_cast<const T*>(other_);
+  T* out = static_cast<T*>(out_);
+  // A 0-dim operand is read now: a kernel before this one may have
+  // written it.
+  const Vector number(other_broadcast_ ? *other : static_cast<T>(number_));
+  const bool elementwise = other != nullptr && !other_broadcast_;
+  // ATen's own expressions for these ops (its CPU kernels' vector lanes).
+  auto apply = [this](const Vector& a, const Vector& b) {
+    switch (operation_) {
+      case Operation::kAdd:
+        return a + b;
+      case Operation::kSubtract:
+        return a - b;
+      case Operation::kMultiply:
+        return a * b;
+      case Operation::kDivide:
+        return a / b;
+      case Operation::kNegate:
+        return a.neg();
+      case Operation::kReciprocal:
+        return a.reciprocal();
+    }
+    return a;
+  };
+  // Whole vectors are loaded before they are stored, so an output that is
+  // an input (in place) reads what it would element by element.
+  int64_t i = 0;
+  for (; i + Vector::size() <= count_; i += Vector::size()) {
+    const Vector b = elementwise ? Vector::loadu(other + i) : number;
+    apply(Vector::loadu(self + i), b).store(out + i);
+  }
+  const int64_t rest = count_ - i;
+  if (rest > 0) {
+    const Vector b = elementwise ? Vector::loadu(other + i, rest) : number;
+    apply(Vector::loadu(self + i, rest), b).store(out + i, rest);
+  }
+}
+
+void PointwiseKernel::Run() const {
+  op_codec::ApplyThreadFlushDenormal(flush_denormal_);
+  if (type_ == Type::kFloat) {
+    RunAs<float>();
+  } else {
+    RunAs<double>();
+  }
+}
+
+}  // namespace openreg::daemon
