@@ -75,6 +75,7 @@ DeviceScheduler::~DeviceScheduler() {
     absl::MutexLock lock(&mutex_);
     stopping_ = true;
     WriteEventFd(stop_fd_);
+    standby_.SignalAll();
     auto all_exited = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
       return threads_ == 0;
     };
@@ -213,9 +214,53 @@ DeviceScheduler::Runner* DeviceScheduler::PopLocked() {
 }
 
 void DeviceScheduler::WakeOneLocked() {
+  if (watching_ == 0 && standing_by_ > 0) {
+    standby_.Signal();
+    return;
+  }
   // Edge-triggered: one waiting executor gets it, or the next one to wait
   // if none waits yet.
   WriteEventFd(wake_fd_);
+}
+
+DeviceScheduler::WaitEnd DeviceScheduler::SleepLocked(
+    bool ran_slice, ExecutorCounters* counters) {
+  WaitEnd end;
+  if (!ran_slice && watching_ > 0) {
+    // Going on standby, away from clients' work: the OpenMP team goes back
+    // first (see watching_), then look again, as the lock was let go.
+    mutex_.Unlock();
+    ReleaseOpenMpTeam();
+    mutex_.Lock();
+    if (stopping_ || ready_count_ > 0) return end;
+  }
+  ++sleeping_;
+  g_awake.fetch_sub(1, std::memory_order_relaxed);
+  if (ran_slice || watching_ == 0) {
+    ++watching_;
+    mutex_.Unlock();
+    epoll_event events[16];
+    const int ready = epoll_wait(epoll_fd_, events, 16, kIdleWaitMilliseconds);
+    mutex_.Lock();
+    --watching_;
+    end.timed_out = ready == 0;
+    for (int i = 0; i < ready; ++i) {
+      end.rung = end.rung || events[i].data.u64 < kStopEvent;
+    }
+  } else {
+    ++standing_by_;
+    end.timed_out =
+        !stopping_ && standby_.WaitWithTimeout(
+                          &mutex_, absl::Milliseconds(kIdleWaitMilliseconds));
+    --standing_by_;
+  }
+  g_awake.fetch_add(1, std::memory_order_relaxed);
+  --sleeping_;
+  counters->sleeps.fetch_add(1, std::memory_order_relaxed);
+  if (end.timed_out) {
+    counters->timeouts.fetch_add(1, std::memory_order_relaxed);
+  }
+  return end;
 }
 
 void DeviceScheduler::ScanLocked(bool housekeeping, bool rung) {
@@ -303,6 +348,7 @@ void DeviceScheduler::ExecutorLoop() {
   g_awake.fetch_add(1, std::memory_order_relaxed);
   mutex_.Lock();
   ExecutorCounters* const counters = AcquireCountersLocked();
+  bool ran_slice = false;
   while (true) {
     Runner* next = nullptr;
     bool timed_out = false;
@@ -314,28 +360,24 @@ void DeviceScheduler::ExecutorLoop() {
       if (timed_out && ExcessLocked()) break;  // a spare nobody needs
       // Nothing to run: wait for a ring (a client's fd or our own wake).
       // A ring written before this wait is still pending in the epoll set.
-      ++sleeping_;
-      mutex_.Unlock();
-      g_awake.fetch_sub(1, std::memory_order_relaxed);
-      // Idle for a while: hand the OpenMP team back (base/openmp_team.h).
-      if (timed_out) ReleaseOpenMpTeam();
-      epoll_event events[16];
-      const int ready =
-          epoll_wait(epoll_fd_, events, 16, kIdleWaitMilliseconds);
-      g_awake.fetch_add(1, std::memory_order_relaxed);
-      mutex_.Lock();
-      --sleeping_;
-      timed_out = ready == 0;
-      rung = false;
-      for (int i = 0; i < ready; ++i) {
-        rung = rung || events[i].data.u64 < kStopEvent;
+      if (timed_out) {
+        // Idle for a while: hand the OpenMP team back (base/openmp_team.h).
+        mutex_.Unlock();
+        ReleaseOpenMpTeam();
+        mutex_.Lock();
       }
-      counters->sleeps.fetch_add(1, std::memory_order_relaxed);
-      if (timed_out) counters->timeouts.fetch_add(1, std::memory_order_relaxed);
+      const WaitEnd end = SleepLocked(ran_slice, counters);
+      timed_out = end.timed_out;
+      rung = end.rung;
+      ran_slice = false;
     }
     if (next == nullptr) break;
-    // More queued than this thread takes: hand it to a sleeper.
-    if (ready_count_ > 0 && sleeping_ > 0) WakeOneLocked();
+    ran_slice = true;
+    // More queued than this thread takes: hand it to a sleeper; and while
+    // this thread runs, one must watch the rings.
+    if ((ready_count_ > 0 || watching_ == 0) && sleeping_ > 0) {
+      WakeOneLocked();
+    }
     Entry& entry = entries_[next];
     entry.state = State::kRunning;
     std::shared_ptr<Runner> runner = entry.runner;

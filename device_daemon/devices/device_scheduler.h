@@ -16,9 +16,13 @@
 // - Idle runners come back when a client rings (data_plane/doorbell.h):
 //   executors with nothing to run wait on an epoll set that holds every
 //   attached session's ring fd (WatchRing), and one woken by a ring asks
-//   every idle runner WantsToRun(). An executor that is running notices a
-//   ring at its next command boundary from the device's hint word (one
-//   load; if a client rewrote the word, at its next wait instead). Waits
+//   every idle runner WantsToRun(). Whenever an executor is idle, one
+//   watches the epoll set; the executor that ran the last slice always
+//   does, so a client's next ring goes to it; the others wait on standby
+//   (and hand their OpenMP teams back) until work needs them, one being
+//   called to watch while every watcher runs. An executor that is running
+//   notices a ring at its next command boundary from the device's hint word
+//   (one load; if a client rewrote the word, at its next wait instead). Waits
 //   have a timeout after which executors look at idle runners' rings too
 //   (a client that forgot to ring costs latency, never a lost command).
 // - Managed blocking (blocking_region.h): a command about to wait (for
@@ -184,8 +188,20 @@ class DeviceScheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Without the lock: scans only when the doorbell word moved.
   void ScanIfRung();
-  // Wakes one sleeping executor (there is queued work for it).
+  // Wakes one sleeping executor (there is queued work for it): one that
+  // watches the rings if any, else one on standby.
   void WakeOneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Waits for work with nothing to run. The executor that last ran a
+  // slice, or the first idle one, watches the rings (epoll); the others
+  // wait on standby, out of the epoll set. Says whether the wait timed
+  // out (the periodic check) or a client's ring ended it; may return at
+  // once, without waiting, when work came meanwhile.
+  struct WaitEnd {
+    bool timed_out = false;
+    bool rung = false;
+  };
+  WaitEnd SleepLocked(bool ran_slice, ExecutorCounters* counters)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool ExcessLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return threads_ - blocked_ > executors_;
   }
@@ -218,6 +234,18 @@ class DeviceScheduler {
   int threads_ ABSL_GUARDED_BY(mutex_) = 0;
   int blocked_ ABSL_GUARDED_BY(mutex_) = 0;
   int sleeping_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Why standby: epoll wakes the executor that began waiting last, and an
+  // idle executor's periodic check makes it that one, so a client's next
+  // ring went to another executor than the one that ran its last slice.
+  // Each executor that ran a multi-threaded kernel keeps an OpenMP team,
+  // and with more team threads than cores libgomp stops spinning between
+  // parallel regions (base/openmp_team.h): a single client's kernels ran
+  // up to 4x slower. With the others on standby, the executor that ran a
+  // client's last slice gets its next ring, and an idle one hands its team
+  // back.
+  int watching_ ABSL_GUARDED_BY(mutex_) = 0;  // in epoll_wait
+  int standing_by_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::CondVar standby_;
   std::list<std::thread> thread_list_ ABSL_GUARDED_BY(mutex_);
   // Stable addresses: a thread keeps a pointer to its own counters.
   std::deque<ExecutorCounters> counters_ ABSL_GUARDED_BY(mutex_);

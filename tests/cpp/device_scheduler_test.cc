@@ -358,6 +358,48 @@ TEST_F(DeviceSchedulerTest, AParkedRunnerComesBackByWakeOrByHousekeeping) {
   EXPECT_GE(runner->housekeeping_hits(), 1);
 }
 
+TEST_F(DeviceSchedulerTest, AClientsNextRingGoesToTheExecutorOfItsLastSlice) {
+  // Each executor that ran a multi-threaded kernel keeps an OpenMP team;
+  // a client whose slices hop between executors keeps two, and libgomp
+  // then stops spinning between regions. Across the idle executor's
+  // periodic checks (100 ms), a client's slices stay on one thread.
+  DeviceScheduler scheduler(0, 2, &doorbell_);
+  ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
+  auto runner = MakeRunner("r");
+  absl::Mutex mutex;
+  std::vector<std::thread::id> threads;
+  runner->set_before_command([&] {
+    absl::MutexLock lock(&mutex);
+    threads.push_back(std::this_thread::get_id());
+  });
+  scheduler.Add(runner);
+  for (int i = 1; i <= 30; ++i) {
+    ASSERT_TRUE(Eventually([&] { return runner->parked(); }));
+    runner->Give(1);
+    ASSERT_TRUE(Eventually([&] { return runner->ran() == i; }));
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  absl::MutexLock lock(&mutex);
+  ASSERT_EQ(threads.size(), 30u);
+  EXPECT_EQ(std::count(threads.begin(), threads.end(), threads.front()), 30);
+}
+
+TEST_F(DeviceSchedulerTest, WhileOneExecutorRunsALongSliceAnotherServesRings) {
+  DeviceScheduler scheduler(0, 2, &doorbell_);
+  ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
+  absl::SleepFor(absl::Milliseconds(250));  // the spare one is on standby
+  absl::Notification release;
+  auto busy = HoldTheExecutor(scheduler, &release);
+  auto other = MakeRunner("other");
+  scheduler.Add(other);
+  ASSERT_TRUE(Eventually([&] { return other->parked(); }));
+  other->Give(2);
+  EXPECT_TRUE(Eventually([&] { return other->ran() == 2; }));
+  EXPECT_EQ(busy->ran(), 0);  // still held
+  release.Notify();
+  EXPECT_TRUE(Eventually([&] { return busy->ran() == 1; }));
+}
+
 TEST_F(DeviceSchedulerTest, DestroyingTheSchedulerStopsItsExecutors) {
   auto runner = MakeRunner("r");
   {
