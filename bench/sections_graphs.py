@@ -92,12 +92,18 @@ def graph_costs(torch, scale):
     daemon = _daemon_pid()
 
     def daemon_cpu_per_command(fn):
+        # Process CPU counts in clock ticks (10 ms): run for half a second
+        # at least, or a replay's few milliseconds read as nothing.
         sync()
         before = _process_cpu(daemon)
-        for _ in range(repeats):
-            fn()
-        sync()
-        return (_process_cpu(daemon) - before) / (repeats * CHAIN)
+        start = time.perf_counter()
+        runs = 0
+        while runs < repeats or time.perf_counter() - start < 0.5:
+            for _ in range(10):
+                fn()
+            runs += 10
+            sync()
+        return (_process_cpu(daemon) - before) / (runs * CHAIN)
 
     eager_cpu, replay_cpu = _alternate(
         ROUNDS, lambda: daemon_cpu_per_command(lambda: _chain_of(device_input)),
