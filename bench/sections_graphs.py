@@ -44,10 +44,17 @@ def _capture(torch, fn):
 
 
 def _alternate(rounds, *timers):
-    """Median over rounds of each timer, the timers taking turns."""
+    """Median over rounds of each timer, the timers taking turns. Each
+    turn first runs its timer once untimed: on 2 cores, the rounds right
+    after the other side's 2-thread work share the cores with that
+    process's OpenMP workers, which spin for milliseconds after their
+    last region (a replayed MLP step took 350-540 us in the 40 replays
+    after CPU eager steps, 180-210 us after 40 more). Both sides are
+    timed as a loop that keeps running would see them."""
     samples = [[] for _ in timers]
     for _ in range(rounds):
         for sample, timer in zip(samples, timers):
+            timer()
             sample.append(timer())
     return [statistics.median(sample) for sample in samples]
 
