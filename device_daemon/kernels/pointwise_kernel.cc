@@ -106,6 +106,9 @@ std::optional<PointwiseKernel> PointwiseKernel::Match(
   } else if (name == "aten::reciprocal") {
     kernel.operation_ = Operation::kReciprocal;
     binary = false;
+  } else if (name == "aten::zero" && in_place) {
+    kernel.operation_ = Operation::kZero;  // fill_ with +0.0
+    binary = false;
   } else {
     return std::nullopt;
   }
@@ -195,6 +198,8 @@ void PointwiseKernel::RunAs() const {
         return a.neg();
       case Operation::kReciprocal:
         return a.reciprocal();
+      case Operation::kZero:
+        return Vector(T(0));
     }
     return a;
   };

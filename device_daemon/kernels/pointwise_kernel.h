@@ -1,6 +1,6 @@
 // A kept graph launch (decoded_launch.h) that is one of ATen's add, sub,
-// mul, div, neg or reciprocal over float or double tensors of one shape,
-// contiguous and no larger than ATen's grain (which ATen runs on one
+// mul, div, neg, reciprocal or zero_ over float or double tensors of one
+// shape, contiguous and no larger than ATen's grain (which ATen runs on one
 // thread), replayed as a plain loop over its device memory instead of
 // through the dispatcher and a TensorIterator (docs/GRAPHS.md, "What a
 // replay costs"): on 1,000 floats the loop takes a fifth of ATen's ~1.2 us.
@@ -46,7 +46,8 @@ class PointwiseKernel {
     kMultiply,
     kDivide,
     kNegate,
-    kReciprocal
+    kReciprocal,
+    kZero
   };
   enum class Type { kFloat, kDouble };
 

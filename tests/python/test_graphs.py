@@ -416,7 +416,7 @@ def same_bits(a, b):
 @pytest.mark.parametrize("flush_denormal", [False, True])
 def test_small_arithmetic_replays_as_loops_with_the_bits_of_cpu_eager(
         dtype, flush_denormal):
-    """Replays run add, sub, mul, div, neg and reciprocal on small
+    """Replays run add, sub, mul, div, neg, reciprocal and zero_ on small
     contiguous float tensors as plain loops (kernels/pointwise_kernel.h):
     every result, NaNs, infinities, signed zeros and denormals included,
     has CPU eager's bits, under the client's flush-denormal setting as
@@ -441,7 +441,8 @@ def test_small_arithmetic_replays_as_loops_with_the_bits_of_cpu_eager(
         j.mul_(s)               # a 0-dim device tensor
         k = s / 3               # 0-dim throughout
         k.neg_()
-        return a, b, c, d, e, f, g, h, i, j, k
+        m = (x * 2).zero_()     # +0.0 over NaNs too
+        return a, b, c, d, e, f, g, h, i, j, k, m
 
     previous = torch.set_flush_denormal(flush_denormal)
     try:
@@ -455,7 +456,7 @@ def test_small_arithmetic_replays_as_loops_with_the_bits_of_cpu_eager(
         expected = steps(host_x, host_y, host_s)  # under the same setting
     finally:
         torch.set_flush_denormal(previous)
-    assert pointwise_launches() - before == 2 * 15  # all but the first
+    assert pointwise_launches() - before == 2 * 17  # all but the first
     for out, cpu in zip(outs, expected):
         assert same_bits(out.cpu(), cpu)
 
