@@ -45,12 +45,15 @@ def _capture(torch, fn):
 
 def _alternate(rounds, *timers):
     """Median over rounds of each timer, the timers taking turns. Each
-    turn first runs its timer once untimed: on 2 cores, the rounds right
-    after the other side's 2-thread work share the cores with that
-    process's OpenMP workers, which spin for milliseconds after their
-    last region (a replayed MLP step took 350-540 us in the 40 replays
-    after CPU eager steps, 180-210 us after 40 more). Both sides are
-    timed as a loop that keeps running would see them."""
+    turn first runs its timer once untimed: on 2 cores, a side's first
+    milliseconds after the other side's 2-thread work are slow (a
+    replayed MLP step took 350-540 us in the 40 replays after CPU eager
+    steps, 180-210 us after 40 more; CPU eager's step 430-530 us after
+    replays, 310-330 us after a warm turn). A pause between the turns
+    did not help, a warm turn does: the other process's OpenMP workers
+    still spinning and this side's own workers asleep are the likely
+    causes. Both sides are timed as a loop that keeps running sees
+    them."""
     samples = [[] for _ in timers]
     for _ in range(rounds):
         for sample, timer in zip(samples, timers):
