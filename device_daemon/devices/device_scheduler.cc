@@ -224,11 +224,15 @@ void DeviceScheduler::WakeOneLocked() {
 }
 
 DeviceScheduler::WaitEnd DeviceScheduler::SleepLocked(
-    bool ran_slice, ExecutorCounters* counters) {
+    bool ran_slice, bool idle_timed_out, ExecutorCounters* counters) {
   WaitEnd end;
-  if (!ran_slice && watching_ > 0) {
-    // Going on standby, away from clients' work: the OpenMP team goes back
-    // first (see watching_), then look again, as the lock was let go.
+  // Idle for a while (base/openmp_team.h), or going on standby, away from
+  // clients' work (see watching_): the OpenMP team goes back first, then
+  // look again, as the lock was let go (nobody wakes a thread that does
+  // not sleep yet).
+  // The executor that ended the last slice watches, idle or not.
+  const bool watch = ran_slice || last_slice_ == counters;
+  if (idle_timed_out || (!watch && watching_ > 0)) {
     mutex_.Unlock();
     ReleaseOpenMpTeam();
     mutex_.Lock();
@@ -236,7 +240,7 @@ DeviceScheduler::WaitEnd DeviceScheduler::SleepLocked(
   }
   ++sleeping_;
   g_awake.fetch_sub(1, std::memory_order_relaxed);
-  if (ran_slice || watching_ == 0) {
+  if (watch || watching_ == 0) {
     ++watching_;
     mutex_.Unlock();
     epoll_event events[16];
@@ -360,13 +364,7 @@ void DeviceScheduler::ExecutorLoop() {
       if (timed_out && ExcessLocked()) break;  // a spare nobody needs
       // Nothing to run: wait for a ring (a client's fd or our own wake).
       // A ring written before this wait is still pending in the epoll set.
-      if (timed_out) {
-        // Idle for a while: hand the OpenMP team back (base/openmp_team.h).
-        mutex_.Unlock();
-        ReleaseOpenMpTeam();
-        mutex_.Lock();
-      }
-      const WaitEnd end = SleepLocked(ran_slice, counters);
+      const WaitEnd end = SleepLocked(ran_slice, timed_out, counters);
       timed_out = end.timed_out;
       rung = end.rung;
       ran_slice = false;
@@ -390,6 +388,7 @@ void DeviceScheduler::ExecutorLoop() {
                                 std::memory_order_relaxed);
     counters->slices.fetch_add(1, std::memory_order_relaxed);
     mutex_.Lock();
+    last_slice_ = counters;
     if (--running_ == 0) {
       closed_busy_ns_ += static_cast<uint64_t>(slice_end - busy_since_ns_);
     }

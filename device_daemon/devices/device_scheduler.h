@@ -200,7 +200,9 @@ class DeviceScheduler {
     bool timed_out = false;
     bool rung = false;
   };
-  WaitEnd SleepLocked(bool ran_slice, ExecutorCounters* counters)
+  // `idle_timed_out`: the last wait ended idle; the team goes back.
+  WaitEnd SleepLocked(bool ran_slice, bool idle_timed_out,
+                      ExecutorCounters* counters)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   bool ExcessLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return threads_ - blocked_ > executors_;
@@ -244,6 +246,8 @@ class DeviceScheduler {
   // client's last slice gets its next ring, and an idle one hands its team
   // back.
   int watching_ ABSL_GUARDED_BY(mutex_) = 0;  // in epoll_wait
+  // The executor that ended the last slice (its counters identify it).
+  const ExecutorCounters* last_slice_ ABSL_GUARDED_BY(mutex_) = nullptr;
   int standing_by_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::CondVar standby_;
   std::list<std::thread> thread_list_ ABSL_GUARDED_BY(mutex_);

@@ -362,7 +362,9 @@ TEST_F(DeviceSchedulerTest, AClientsNextRingGoesToTheExecutorOfItsLastSlice) {
   // Each executor that ran a multi-threaded kernel keeps an OpenMP team;
   // a client whose slices hop between executors keeps two, and libgomp
   // then stops spinning between regions. Across the idle executor's
-  // periodic checks (100 ms), a client's slices stay on one thread.
+  // periodic checks (every 100 ms), a client's slices stay on one thread.
+  // A periodic check that finds the client's work before the ring's wake
+  // does may move it, once (then it stays on its new executor).
   DeviceScheduler scheduler(0, 2, &doorbell_);
   ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
   auto runner = MakeRunner("r");
@@ -373,15 +375,22 @@ TEST_F(DeviceSchedulerTest, AClientsNextRingGoesToTheExecutorOfItsLastSlice) {
     threads.push_back(std::this_thread::get_id());
   });
   scheduler.Add(runner);
-  for (int i = 1; i <= 30; ++i) {
+  constexpr int kSlices = 40;
+  for (int i = 1; i <= kSlices; ++i) {
     ASSERT_TRUE(Eventually([&] { return runner->parked(); }));
     runner->Give(1);
     ASSERT_TRUE(Eventually([&] { return runner->ran() == i; }));
     absl::SleepFor(absl::Milliseconds(10));
   }
   absl::MutexLock lock(&mutex);
-  ASSERT_EQ(threads.size(), 30u);
-  EXPECT_EQ(std::count(threads.begin(), threads.end(), threads.front()), 30);
+  ASSERT_EQ(threads.size(), static_cast<size_t>(kSlices));
+  int moves = 0;
+  std::string order;  // which thread ran each slice, for the failure
+  for (size_t i = 0; i < threads.size(); ++i) {
+    if (i > 0 && threads[i] != threads[i - 1]) ++moves;
+    order += threads[i] == threads.front() ? 'a' : 'b';
+  }
+  EXPECT_LE(moves, 1) << order;
 }
 
 TEST_F(DeviceSchedulerTest, WhileOneExecutorRunsALongSliceAnotherServesRings) {
