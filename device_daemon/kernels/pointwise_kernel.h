@@ -9,7 +9,10 @@
 //  - Bit for bit what ATen computes: the same IEEE operation on the same
 //    operands in the same type (ATen's own vector expressions), a Python
 //    number cast to the type as ATen casts it, a 0-dim device operand
-//    read at every run, the launch's flush-denormal setting applied. Ops
+//    read at every run, the launch's flush-denormal setting applied. One
+//    exception ATen has itself: of two NaN operands, ATen's vector lanes
+//    return the second and its scalar tail the first (x86's rule), so
+//    such a NaN's sign and payload may differ from CPU eager's. Ops
 //    whose ATen kernels approximate (sqrt, exp, ...) are not matched, nor
 //    an alpha other than 1 (ATen's vector lanes fuse it into an FMA).
 //  - Match looks at a launch that just ran successfully as `decoded`

@@ -420,7 +420,8 @@ def test_small_arithmetic_replays_as_loops_with_the_bits_of_cpu_eager(
     contiguous float tensors as plain loops (kernels/pointwise_kernel.h):
     every result, NaNs, infinities, signed zeros and denormals included,
     has CPU eager's bits, under the client's flush-denormal setting as
-    well."""
+    well. (Of two NaN operands ATen itself returns one in its vector lanes
+    and the other in its scalar tail; these values never meet two NaNs.)"""
     host_x = awkward_values(dtype)
     host_y = awkward_values(dtype).flip(0)
     host_s = torch.tensor(-1.5, dtype=dtype)
