@@ -226,12 +226,12 @@ void DeviceScheduler::WakeOneLocked() {
 DeviceScheduler::WaitEnd DeviceScheduler::SleepLocked(
     bool ran_slice, bool idle_timed_out, ExecutorCounters* counters) {
   WaitEnd end;
+  // The executor that ended the last slice watches, idle or not.
+  const bool watch = ran_slice || last_slice_ == counters;
   // Idle for a while (base/openmp_team.h), or going on standby, away from
   // clients' work (see watching_): the OpenMP team goes back first, then
   // look again, as the lock was let go (nobody wakes a thread that does
   // not sleep yet).
-  // The executor that ended the last slice watches, idle or not.
-  const bool watch = ran_slice || last_slice_ == counters;
   if (idle_timed_out || (!watch && watching_ > 0)) {
     mutex_.Unlock();
     ReleaseOpenMpTeam();

@@ -191,11 +191,11 @@ class DeviceScheduler {
   // Wakes one sleeping executor (there is queued work for it): one that
   // watches the rings if any, else one on standby.
   void WakeOneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Waits for work with nothing to run. The executor that last ran a
-  // slice, or the first idle one, watches the rings (epoll); the others
-  // wait on standby, out of the epoll set. Says whether the wait timed
-  // out (the periodic check) or a client's ring ended it; may return at
-  // once, without waiting, when work came meanwhile.
+  // Waits for work with nothing to run. The executor that ended the last
+  // slice (idle or not), or the first idle one, watches the rings (epoll);
+  // the others wait on standby, out of the epoll set. Says whether the
+  // wait timed out (the periodic check) or a client's ring ended it; may
+  // return at once, without waiting, when work came meanwhile.
   struct WaitEnd {
     bool timed_out = false;
     bool rung = false;

@@ -15,6 +15,10 @@
 //    such a NaN's sign and payload may differ from CPU eager's. Ops
 //    whose ATen kernels approximate (sqrt, exp, ...) are not matched, nor
 //    an alpha other than 1 (ATen's vector lanes fuse it into an FMA).
+//  - No wait at the kernel settings gate (kernel_settings_gate.h): the
+//    process-wide settings (deterministic mode, default dtype, matmul
+//    precision, ...) change nothing these ops compute; flush-denormal,
+//    which does, is per thread and applied here.
 //  - Match looks at a launch that just ran successfully as `decoded`
 //    recorded it, and returns a kernel only when every condition above
 //    holds; anything else replays through ATen as before.
