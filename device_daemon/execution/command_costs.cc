@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "data_plane/monotonic_clock.h"
 
 namespace openreg::daemon {
@@ -55,6 +56,19 @@ void CommandCosts::RecordCommand(const StreamKey& stream,
   if (timing.synchronous) ++totals.synchronous;
   proto::StreamCost& entry = StreamLocked(stream);
   entry.set_commands(entry.commands() + 1);
+}
+
+void CommandCosts::RecordReplayed(int device, absl::string_view label,
+                                  const CommandTiming& timing) {
+  absl::MutexLock lock(&mutex_);
+  OpTotals& totals =
+      ops_[std::make_pair(device, absl::StrCat("graph_replay > ", label))];
+  ++totals.count;
+  for (int stage = 0; stage < kCostStages; ++stage) {
+    totals.nanoseconds[stage] +=
+        static_cast<uint64_t>(std::max<int64_t>(0, timing.nanoseconds[stage]));
+  }
+  if (timing.kernel_threads > 0) totals.kernel_threads = timing.kernel_threads;
 }
 
 void CommandCosts::RecordCompletion(const StreamKey& stream,

@@ -65,6 +65,11 @@ class CommandCosts {
                      const CommandTiming& timing);
   void RecordCompletion(const StreamKey& stream, absl::string_view label,
                         int64_t nanoseconds);
+  // A recorded command of a graph replay on `device` ran and took `timing`
+  // (its stages, already part of the replay's): counted as "graph_replay >
+  // LABEL", so that a replay's time is seen op by op.
+  void RecordReplayed(int device, absl::string_view label,
+                      const CommandTiming& timing);
   void RecordStreamEvent(const StreamKey& stream, StreamEvent event);
   void RecordSpin(const StreamKey& stream, int64_t nanoseconds);
 

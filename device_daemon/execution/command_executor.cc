@@ -448,7 +448,19 @@ absl::Status CommandExecutor::ReplayGraph(const StreamContext& context,
     } else if (keeps && recorded->has_launch()) {
       step.prepared_launch = &cache.launches[index];
     }
+    // With the cost profile on, each recorded command is also counted on
+    // its own: its stages are what the replay's timing gained meanwhile.
+    const bool counted = context.timing != nullptr && context.timing->enabled &&
+                         costs_.enabled();
+    const CommandTiming before = counted ? *context.timing : CommandTiming{};
     absl::Status status = ExecuteChecked(step, *recorded);
+    if (counted) {
+      CommandTiming spent = *context.timing;
+      for (int stage = 0; stage < kCostStages; ++stage) {
+        spent.nanoseconds[stage] -= before.nanoseconds[stage];
+      }
+      costs_.RecordReplayed(context.device, CommandName(*recorded), spent);
+    }
     if (!status.ok()) {
       return MakeError(
           ErrorCodeOf(status),

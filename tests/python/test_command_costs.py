@@ -62,6 +62,30 @@ def test_copies_and_other_commands_count_as_their_kind():
     assert {"copy_host_to_device", "copy_device_to_host"} <= names
 
 
+def test_a_graph_replay_counts_each_recorded_op_too():
+    x = torch.randn(1000, device="openreg")
+    graph = torch.openreg.OpenRegGraph()
+    with torch.openreg.graph(graph):
+        y = torch.relu(x * 2.0) @ torch.ones(1000, 10, device="openreg")
+    graph.replay()
+    torch.openreg.synchronize()
+    with torch.openreg.command_costs() as costs:
+        for _ in range(3):
+            graph.replay()
+    counts = {op["op"]: op for op in costs.ops}
+    assert counts["graph_replay"]["count"] == 3
+    # (relu reaches the daemon as clamp_min; ones as fill_.)
+    for recorded in ("aten::mul.Tensor", "aten::clamp_min",
+                     "aten::fill_.Scalar", "aten::mm"):
+        op = counts[f"graph_replay > {recorded}"]
+        assert op["count"] == 3 and op["kernel_ns"] > 0, op
+    # The recorded ops' stages are the replay's, not in addition to it.
+    assert sum(op["kernel_ns"] for name, op in counts.items()
+               if name.startswith("graph_replay > ")) <= \
+        counts["graph_replay"]["kernel_ns"]
+    assert y.shape == (10,)
+
+
 def test_a_thread_count_set_by_the_client_reaches_the_kernels():
     # A reduction larger than ATen's grain runs with the client's count.
     x = torch.randn(1 << 17, device="openreg")
