@@ -8,6 +8,7 @@ replay against its CPU per command in eager mode. The issue's bars: the
 chain >= 5x the throughput of CPU eager and of openreg eager (time ratio
 <= 0.2x), decoding <= 1x, the training step <= 0.5x."""
 
+import ctypes
 import statistics
 import time
 
@@ -43,22 +44,35 @@ def _capture(torch, fn):
     return graph
 
 
+def _release_openmp_workers():
+    """Ends the spin of this process's OpenMP workers (libgomp keeps them
+    spinning for milliseconds after a parallel region; OpenMP 5's
+    omp_pause_resource_all, soft: they exit, and the next parallel region
+    starts them again)."""
+    pause = getattr(ctypes.CDLL(None), "omp_pause_resource_all", None)
+    if pause is not None:
+        pause(1)  # omp_pause_soft
+
+
 def _alternate(rounds, *timers):
     """Median over rounds of each timer, the timers taking turns. Each
     turn first runs its timer once untimed: on 2 cores, a side's first
     milliseconds after the other side's 2-thread work are slow (a
     replayed MLP step took 350-540 us in the 40 replays after CPU eager
     steps, 180-210 us after 40 more; CPU eager's step 430-530 us after
-    replays, 310-330 us after a warm turn). A pause between the turns
-    did not help, a warm turn does: the other process's OpenMP workers
-    still spinning and this side's own workers asleep are the likely
-    causes. Both sides are timed as a loop that keeps running sees
-    them."""
+    replays, 310-330 us after a warm turn). And each turn ends by
+    releasing this process's OpenMP workers: after a CPU eager turn they
+    went on spinning through the next side's turn, warm turn included
+    (this process spent 33-106 us of CPU per replayed MLP step after CPU
+    eager steps, 2 us without them; the replay took 190-270 us against
+    160 us). Both sides are timed as a loop that keeps running sees
+    them; the workers' restart falls in the untimed turn."""
     samples = [[] for _ in timers]
     for _ in range(rounds):
         for sample, timer in zip(samples, timers):
             timer()
             sample.append(timer())
+            _release_openmp_workers()
     return [statistics.median(sample) for sample in samples]
 
 

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/cpu/vec/vec.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "absl/strings/string_view.h"
@@ -84,9 +85,51 @@ bool Plain(const at::Tensor* tensor, c10::ScalarType type,
 
 }  // namespace
 
+std::optional<PointwiseKernel> PointwiseKernel::MatchPowerOfNumber(
+    const proto::LaunchOp& op, const DecodedLaunch& decoded,
+    const op_codec::KernelSettings& settings) {
+  // pow(Scalar self, Tensor exponent), run as its out= overload.
+  if (op.arguments_size() != 2 || !op.arguments(1).has_tensor() ||
+      op.outputs_size() != 1) {
+    return std::nullopt;
+  }
+  const at::Tensor* exponent =
+      decoded.FindTensor(&op.arguments(1).tensor(), /*growable=*/false);
+  const at::Tensor* out = decoded.FindTensor(&op.outputs(0), /*growable=*/true);
+  if (exponent == nullptr || out == nullptr) return std::nullopt;
+  PointwiseKernel kernel;
+  kernel.operation_ = Operation::kPowerOfNumber;
+  const c10::ScalarType type = out->scalar_type();
+  std::optional<double> base;
+  if (type == c10::kFloat) {
+    kernel.type_ = Type::kFloat;
+    base = NumberAs<float>(op.arguments(0));
+  } else if (type == c10::kDouble) {
+    kernel.type_ = Type::kDouble;
+    base = NumberAs<double>(op.arguments(0));
+  } else {
+    return std::nullopt;
+  }
+  // One element: ATen's scalar std::pow (more would reach its vector
+  // lanes' approximation).
+  if (!base.has_value() || out->numel() != 1 ||
+      !Plain(out, type, out->sizes()) || !Plain(exponent, type, out->sizes())) {
+    return std::nullopt;
+  }
+  kernel.number_ = *base;
+  kernel.count_ = 1;
+  kernel.out_ = out->data_ptr();
+  kernel.self_ = exponent->const_data_ptr();
+  kernel.flush_denormal_ = settings.flush_denormal;
+  return kernel;
+}
+
 std::optional<PointwiseKernel> PointwiseKernel::Match(
     const proto::LaunchOp& op, const DecodedLaunch& decoded,
     const op_codec::KernelSettings& settings) {
+  if (op.name() == "aten::pow" && op.overload() == "Scalar") {
+    return MatchPowerOfNumber(op, decoded, settings);
+  }
   PointwiseKernel kernel;
   absl::string_view name = op.name();
   const bool in_place = !name.empty() && name.back() == '_';
@@ -175,6 +218,13 @@ std::optional<PointwiseKernel> PointwiseKernel::Match(
 
 template <typename T>
 void PointwiseKernel::RunAs() const {
+  if (operation_ == Operation::kPowerOfNumber) {
+    // ATen's scalar lane for pow(number, tensor) (a base of 1 gives 1
+    // there too: ATen's fill_(1) shortcut is pow's own rule).
+    *static_cast<T*>(out_) =
+        std::pow(static_cast<T>(number_), *static_cast<const T*>(self_));
+    return;
+  }
   using Vector = at::vec::Vectorized<T>;
   const T* self = static_cast<const T*>(self_);
   const T* other = static_cast<const T*>(other_);
@@ -200,6 +250,8 @@ void PointwiseKernel::RunAs() const {
         return a.reciprocal();
       case Operation::kZero:
         return Vector(T(0));
+      case Operation::kPowerOfNumber:
+        break;  // run above
     }
     return a;
   };

@@ -462,6 +462,33 @@ def test_small_arithmetic_replays_as_loops_with_the_bits_of_cpu_eager(
         assert same_bits(out.cpu(), cpu)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_number_to_a_0_dim_power_replays_as_a_loop_with_cpus_bits(dtype):
+    """pow(number, 0-dim tensor), capturable Adam's bias corrections (beta
+    ** step), replays as std::pow in the type, as ATen's scalar lane
+    computes it: CPU eager's bits for every exponent, corners included."""
+    bases = (0.9, 0.999, 2, -1.5, 1.0, 0.0, float("inf"), float("nan"))
+    step = torch.tensor(1.0, dtype=dtype, device="openreg")
+
+    def powers(exponent):
+        return [torch.pow(base, exponent) for base in bases]
+
+    warm_up(powers, step)
+    graph, outs = capture(powers, step)
+    exponents = awkward_values(dtype, count=300).tolist() + [
+        1.0, 2.0, 3.0, 0.5, -1.0, 127.0, 1e6, 1e-40]
+    before = pointwise_launches()
+    for exponent in exponents:
+        step.fill_(exponent)
+        graph.replay()
+        expected = powers(torch.tensor(exponent, dtype=dtype))
+        for base, out, cpu in zip(bases, outs, expected):
+            assert same_bits(out.cpu(), cpu), (base, exponent)
+    # Every replay but the first, which decodes the launches.
+    assert (pointwise_launches() - before ==
+            len(bases) * (len(exponents) - 1))
+
+
 def test_what_a_loop_cannot_match_bit_for_bit_replays_through_aten():
     """An alpha other than 1, broadcasting, a strided operand, an integer
     type, a tensor above ATen's grain size and an op whose ATen kernel
