@@ -83,6 +83,19 @@ bool Plain(const at::Tensor* tensor, c10::ScalarType type,
          tensor->sizes() == sizes;
 }
 
+// An out= launch's `out`: its last argument, the launch's one output.
+const at::Tensor* OutArgument(const proto::LaunchOp& op,
+                              const DecodedLaunch& decoded) {
+  if (op.outputs_size() != 1 || op.arguments_size() == 0) return nullptr;
+  const proto::Argument& last = op.arguments(op.arguments_size() - 1);
+  if (!last.has_tensor() ||
+      last.tensor().address() != op.outputs(0).address()) {
+    return nullptr;
+  }
+  const at::Tensor* out = decoded.FindTensor(&last.tensor(), false);
+  return out != nullptr ? out : decoded.FindTensor(&last.tensor(), true);
+}
+
 }  // namespace
 
 std::optional<PointwiseKernel> PointwiseKernel::MatchPowerOfNumber(
@@ -155,23 +168,34 @@ std::optional<PointwiseKernel> PointwiseKernel::Match(
   } else {
     return std::nullopt;
   }
-  if (binary ? op.overload() != "Tensor" && op.overload() != "Scalar"
+  const bool out_overload = binary && !in_place && op.overload() == "out";
+  if (binary ? op.overload() != "Tensor" && op.overload() != "Scalar" &&
+                   !out_overload
              : !op.overload().empty()) {
     return std::nullopt;
   }
-  if (op.arguments_size() < (binary ? 2 : 1) || !op.arguments(0).has_tensor()) {
-    return std::nullopt;
+  if (op.arguments_size() < (binary ? 2 : 1)) return std::nullopt;
+  // A number first (a foreach op's `scalar * tensor` as mul.out): IEEE
+  // addition and multiplication commute, so the loop takes it second.
+  int self_index = 0;
+  if (out_overload && !op.arguments(0).has_tensor() &&
+      (kernel.operation_ == Operation::kAdd ||
+       kernel.operation_ == Operation::kMultiply)) {
+    self_index = 1;
   }
+  if (!op.arguments(self_index).has_tensor()) return std::nullopt;
   if ((kernel.operation_ == Operation::kAdd ||
        kernel.operation_ == Operation::kSubtract) &&
       !AlphaIsOne(op)) {
     return std::nullopt;
   }
-  const at::Tensor* self =
-      decoded.FindTensor(&op.arguments(0).tensor(), /*growable=*/false);
-  // The functional op ran as its out= overload into the client's output.
+  const at::Tensor* self = decoded.FindTensor(
+      &op.arguments(self_index).tensor(), /*growable=*/false);
+  // The functional op ran as its out= overload into the client's output;
+  // an out= launch writes its last argument.
   const at::Tensor* out =
-      in_place ? self
+      in_place       ? self
+      : out_overload ? OutArgument(op, decoded)
       : op.outputs_size() == 1
           ? decoded.FindTensor(&op.outputs(0), /*growable=*/true)
           : nullptr;
@@ -190,7 +214,7 @@ std::optional<PointwiseKernel> PointwiseKernel::Match(
     return std::nullopt;
   }
   if (binary) {
-    const proto::Argument& other = op.arguments(1);
+    const proto::Argument& other = op.arguments(1 - self_index);
     if (other.has_tensor()) {
       const at::Tensor* tensor =
           decoded.FindTensor(&other.tensor(), /*growable=*/false);

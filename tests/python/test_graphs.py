@@ -463,6 +463,39 @@ def test_small_arithmetic_replays_as_loops_with_the_bits_of_cpu_eager(
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_out_and_foreach_arithmetic_replays_as_loops_with_cpus_bits(dtype):
+    """out= launches (a foreach op's `number * tensor` reaches the daemon
+    as mul.out with the number first; IEEE addition and multiplication
+    commute) replay as loops too, with CPU eager's bits."""
+    host_x = awkward_values(dtype)
+    host_y = awkward_values(dtype).flip(0)
+
+    def steps(x, y, outs):
+        torch.mul(x, 1.0001, out=outs[0])
+        torch.add(x, y, out=outs[1])
+        torch.mul(x, y, out=outs[2])
+        torch._foreach_mul_([outs[3]], 0.999)  # mul.out(0.999, t, out=t)
+        torch._foreach_add_([outs[4]], 0.5)
+        return outs
+
+    x, y = host_x.to("openreg"), host_y.to("openreg")
+    device_outs = [host_x.clone().to("openreg") for _ in range(5)]
+    host_outs = [host_x.clone() for _ in range(5)]
+    warm_up(steps, x, y, device_outs)
+    for out, host in zip(device_outs, host_outs):
+        out.copy_(host)
+    graph, _ = capture(steps, x, y, device_outs)
+    before = pointwise_launches()
+    for _ in range(3):
+        graph.replay()
+        steps(host_x, host_y, host_outs)
+    torch.openreg.synchronize()
+    assert pointwise_launches() - before == 2 * 5  # all but the first
+    for out, cpu in zip(device_outs, host_outs):
+        assert same_bits(out.cpu(), cpu)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_a_number_to_a_0_dim_power_replays_as_a_loop_with_cpus_bits(dtype):
     """pow(number, 0-dim tensor), capturable Adam's bias corrections (beta
     ** step), replays as std::pow in the type, as ATen's scalar lane
