@@ -437,6 +437,10 @@ absl::Status CommandExecutor::ReplayGraph(const StreamContext& context,
   // The one copy a replay makes: of the few commands that draw random
   // numbers, with this replay's draws.
   proto::Command with_draws;
+  // With the cost profile on, each recorded command is also counted on its
+  // own: its stages are what the replay's timing gained meanwhile.
+  const bool counted =
+      context.timing != nullptr && context.timing->enabled && costs_.enabled();
   for (size_t index = 0; index < graph.commands.size(); ++index) {
     const proto::Command* recorded = &graph.commands[index];
     step.prepared_launch = nullptr;
@@ -448,18 +452,17 @@ absl::Status CommandExecutor::ReplayGraph(const StreamContext& context,
     } else if (keeps && recorded->has_launch()) {
       step.prepared_launch = &cache.launches[index];
     }
-    // With the cost profile on, each recorded command is also counted on
-    // its own: its stages are what the replay's timing gained meanwhile.
-    const bool counted = context.timing != nullptr && context.timing->enabled &&
-                         costs_.enabled();
-    const CommandTiming before = counted ? *context.timing : CommandTiming{};
-    absl::Status status = ExecuteChecked(step, *recorded);
+    absl::Status status;
     if (counted) {
+      const CommandTiming before = *context.timing;
+      status = ExecuteChecked(step, *recorded);
       CommandTiming spent = *context.timing;
       for (int stage = 0; stage < kCostStages; ++stage) {
         spent.nanoseconds[stage] -= before.nanoseconds[stage];
       }
       costs_.RecordReplayed(context.device, CommandName(*recorded), spent);
+    } else {
+      status = ExecuteChecked(step, *recorded);
     }
     if (!status.ok()) {
       return MakeError(
