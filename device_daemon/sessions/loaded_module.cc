@@ -107,6 +107,14 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> LoadedModule::Open(
 
 LoadedModule::~LoadedModule() {
   dlclose(handle_);
+  const std::string own_path = absl::StrCat("/proc/self/fd/", fd_);
+  void* still_loaded = dlopen(own_path.c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (still_loaded != nullptr) {
+    // Kept mapped by glibc (a GNU-unique symbol): its name stays taken, so
+    // the fd stays open for the daemon's lifetime (see the header).
+    dlclose(still_loaded);
+    return;
+  }
   close(fd_);
 }
 

@@ -6,9 +6,17 @@
 // daemon with the daemon's rights, so only a client of the daemon's own uid
 // may load one, and only a regular file owned by that uid (or root) that
 // neither group nor others may write. A C++ exception is caught by the
-// module's entry and fails the launch; a crash in a module's kernel (a bad
-// pointer of its own making) takes the daemon down, as a crash in a
-// --kernel_library would: the daemon does not sandbox modules.
+// module's entry and fails the launch; a crash in a module's kernel is
+// caught where that can be done (execution/module_crash_guard.h): the
+// daemon does not sandbox modules.
+//
+// Unloading: glibc never unmaps a library that defines a GNU-unique symbol
+// (g++ makes one of an inline variable or a template's static, so
+// Inductor's kernels have one unless built with -fno-gnu-unique): dlclose
+// leaves it loaded under its load name, /proc/self/fd/<fd>, and a dlopen
+// of that name hands it back. Such a module keeps its fd (and so its name)
+// for the daemon's lifetime, and a later module, loaded under another fd,
+// runs its own code.
 #ifndef OPENREG_DEVICE_DAEMON_SESSIONS_LOADED_MODULE_H_
 #define OPENREG_DEVICE_DAEMON_SESSIONS_LOADED_MODULE_H_
 
@@ -34,7 +42,8 @@ class LoadedModule {
 
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
-  ~LoadedModule();  // dlclose, then closes the file
+  // dlclose, then closes the file unless the library stayed mapped.
+  ~LoadedModule();
 
   const std::string& name() const { return name_; }
   ModuleEntryFunction entry() const { return entry_; }
@@ -48,8 +57,8 @@ class LoadedModule {
   const ModuleEntryFunction entry_;
   const std::string name_;
   // The daemon's fd of the library, loaded as /proc/self/fd/<fd_>: open as
-  // long as the module is, so that no other module gets that path name
-  // (glibc would hand back this library for it).
+  // long as the library is mapped, so that no other module gets that path
+  // name (glibc would hand back this library for it).
   const int fd_;
 };
 

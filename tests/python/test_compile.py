@@ -9,9 +9,11 @@ and faults in compiled kernels."""
 import copy
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 
 # A cache of this test's own: its compiles are its own, and the second
 # process below reuses exactly them.
@@ -367,6 +369,44 @@ def test_a_second_process_reuses_the_compiled_kernels_without_compiling():
         assert result.returncode == 0, result.stderr[-3000:]
         assert result.stdout.split() == ["True", "0"], (fx_graph_cache,
                                                         result.stdout)
+
+
+def test_kernels_unload_with_their_process_and_the_next_runs_its_own():
+    # Two processes in turn, each with one fused kernel of the same
+    # signature (one input, one output) but its own arithmetic.
+    code = textwrap.dedent("""
+        import os, torch
+        from torch_openreg.inductor import kernels
+        x = torch.randn(64)
+        out = torch.compile(lambda x: (x * SCALE).relu() + 1)(x.to("openreg"))
+        ok = torch.allclose(out.cpu(), (x * SCALE).relu() + 1)
+        print(ok, os.getpid(), *kernels._loaded._ids)
+        """)
+    for scale in ("2", "3"):
+        result = run_python(code.replace("SCALE", scale),
+                            DAEMON.env(TORCHINDUCTOR_CACHE_DIR=CACHE),
+                            timeout=600)
+        assert result.returncode == 0, result.stderr[-3000:]
+        ok, pid, *libraries = result.stdout.split()
+        assert ok == "True" and len(libraries) == 1, result.stdout
+        # Built without GNU-unique symbols (glibc never unmaps a library
+        # that defines one), the kernel is unmapped when the daemon ends
+        # the session (loaded_module.h).
+        symbols = subprocess.run(["readelf", "--symbols", "--wide",
+                                  libraries[0]], capture_output=True,
+                                 text=True, check=True).stdout
+        assert " UNIQUE " not in symbols
+        deadline = time.monotonic() + 30
+        while any(session["pid"] == int(pid)
+                  for session in torch.openreg.daemon_stats()["sessions"]):
+            assert time.monotonic() < deadline, "the session did not end"
+            time.sleep(0.05)
+        while True:
+            with open(f"/proc/{DAEMON.pid}/maps") as maps:
+                if libraries[0] not in maps.read():
+                    break
+            assert time.monotonic() < deadline, "the kernel stayed mapped"
+            time.sleep(0.05)
 
 
 def test_registration_waits_for_inductor_and_import_torch_stays_light():

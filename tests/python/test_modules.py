@@ -284,6 +284,44 @@ except RuntimeError as error:
     assert DAEMON.process.poll() is None
 
 
+# out[0] = MARK, through an inline variable: g++ gives it a GNU-unique
+# symbol, and glibc then never unmaps the library (Inductor's kernels have
+# one too: cpp_prefix.h's inductor_cpu_integer_div_error_flag).
+UNIQUE_SOURCE = textwrap.dedent("""
+    #include <cstddef>
+    #include <cstdint>
+
+    inline thread_local float* last_output = nullptr;
+
+    extern "C" uint32_t openreg_module_abi() { return ABI; }
+    extern "C" int openreg_module_entry(void** args, uint32_t count,
+                                        char* error, size_t error_size) {
+      last_output = static_cast<float*>(args[0]);
+      *last_output = MARK;
+      return 0;
+    }
+    """)
+
+
+def test_a_module_loaded_after_one_that_stayed_mapped_runs_its_own_code(
+        tmp_path):
+    # The first library (the unique symbol's definition the others bind
+    # to) stays mapped after its unload; the next is opened under the same
+    # fd number, so a load name reused would run the first one's code.
+    # On device 1: the lost-device test reset device 0, which took this
+    # process's cached blocks there.
+    out = torch.zeros(1, device="openreg:1")
+    for mark in range(1, 5):
+        library = build(tmp_path, f"unique{mark}",
+                        source=UNIQUE_SOURCE.replace("MARK", f"{mark}.0f"))
+        module = _C._load_module(library)
+        _C._launch_module_kernel(module, "mark", [out], [True])
+        assert out.cpu().item() == mark
+        _C._unload_module(module)
+        with open(f"/proc/{DAEMON.pid}/maps") as maps:
+            assert "unique1.so" in maps.read()
+
+
 def test_a_sessions_modules_go_when_it_ends(tmp_path):
     own = build(tmp_path, "ending")
     code = f"""

@@ -133,12 +133,25 @@ def _code_cache():
     return OpenRegKernelCodeCache
 
 
+@functools.cache
+def _extra_flags():
+    from torch._inductor.cpp_builder import is_gcc
+
+    # cpp_prefix.h defines an inline thread_local, which g++ makes a
+    # GNU-unique symbol, and glibc never unmaps a library with one: the
+    # daemon would keep every kernel a session loaded after it ended
+    # (device_daemon/sessions/loaded_module.h). Without it each module has
+    # its own copy of that variable, which only its own kernel uses.
+    return ("-fno-gnu-unique",) if is_gcc() else ()
+
+
 def _build(arg_types, source, submit_fn=None):
     # device_type "cpu": the kernel is host C++ run by the daemon on this
     # machine; any other type turns on Inductor's -O1 and changes its
     # vector-ISA choice.
     return _code_cache().load_async(source + module_entry(arg_types),
-                                    device_type="cpu", submit_fn=submit_fn)
+                                    device_type="cpu", submit_fn=submit_fn,
+                                    extra_flags=_extra_flags())
 
 
 class _LoadedModules:
