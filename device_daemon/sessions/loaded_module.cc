@@ -5,11 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
+#include "absl/base/const_init.h"
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "data_plane/unique_fd.h"
 #include "device_daemon/base/errors.h"
 
@@ -19,6 +24,41 @@ namespace {
 std::string DlError() {
   const char* reason = dlerror();
   return reason != nullptr ? reason : "unknown dlopen error";
+}
+
+std::string LoadName(int fd) { return absl::StrCat("/proc/self/fd/", fd); }
+
+// Whether a mapped library still answers to the load name of `fd`: by the
+// name, or by the file (glibc matches both, so a library another session
+// loaded under its own name counts too).
+bool LoadNameInUse(int fd) {
+  void* loaded = dlopen(LoadName(fd).c_str(), RTLD_NOW | RTLD_NOLOAD);
+  if (loaded == nullptr) return false;
+  dlclose(loaded);
+  return true;
+}
+
+// The fds of unloaded modules whose load names may still be in use (see
+// the header), closed once they are not.
+ABSL_CONST_INIT absl::Mutex g_reserved_mutex(absl::kConstInit);
+std::vector<int>* g_reserved_fds ABSL_GUARDED_BY(g_reserved_mutex) = nullptr;
+
+// Takes `fd` after its library's dlclose: closes it now if its name is
+// free, or keeps it until a later release finds it free.
+void ReleaseLoadName(int fd) {
+  absl::MutexLock lock(&g_reserved_mutex);
+  if (g_reserved_fds == nullptr) g_reserved_fds = new std::vector<int>();
+  g_reserved_fds->push_back(fd);
+  g_reserved_fds->erase(
+      std::remove_if(g_reserved_fds->begin(), g_reserved_fds->end(),
+                     [](int reserved) {
+                       if (LoadNameInUse(reserved)) {
+                         return false;
+                       }
+                       close(reserved);
+                       return true;
+                     }),
+      g_reserved_fds->end());
 }
 
 }  // namespace
@@ -80,7 +120,7 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> LoadedModule::Open(
   // stays open while the module is loaded: glibc reuses an already loaded
   // object of the same path name, so a later module must never get this
   // "/proc/self/fd/N" while the name is in use.
-  const std::string own_path = absl::StrCat("/proc/self/fd/", fd);
+  const std::string own_path = LoadName(fd);
   void* handle = dlopen(own_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     return InvalidValueError(
@@ -107,15 +147,7 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> LoadedModule::Open(
 
 LoadedModule::~LoadedModule() {
   dlclose(handle_);
-  const std::string own_path = absl::StrCat("/proc/self/fd/", fd_);
-  void* still_loaded = dlopen(own_path.c_str(), RTLD_NOW | RTLD_NOLOAD);
-  if (still_loaded != nullptr) {
-    // Kept mapped by glibc (a GNU-unique symbol): its name stays taken, so
-    // the fd stays open for the daemon's lifetime (see the header).
-    dlclose(still_loaded);
-    return;
-  }
-  close(fd_);
+  ReleaseLoadName(fd_);
 }
 
 }  // namespace openreg::daemon

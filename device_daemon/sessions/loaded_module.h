@@ -10,13 +10,15 @@
 // caught where that can be done (execution/module_crash_guard.h): the
 // daemon does not sandbox modules.
 //
-// Unloading: glibc never unmaps a library that defines a GNU-unique symbol
-// (g++ makes one of an inline variable or a template's static, so
-// Inductor's kernels have one unless built with -fno-gnu-unique): dlclose
-// leaves it loaded under its load name, /proc/self/fd/<fd>, and a dlopen
-// of that name hands it back. Such a module keeps its fd (and so its name)
-// for the daemon's lifetime, and a later module, loaded under another fd,
-// runs its own code.
+// Load names: a library is loaded as /proc/self/fd/<fd>, and glibc hands
+// an already mapped library back to a dlopen of a name it answers to. A
+// library can outlive its module's dlclose: one that defines a GNU-unique
+// symbol (g++ makes one of an inline variable or a template's static, so
+// Inductor's kernels have one unless built with -fno-gnu-unique) is never
+// unmapped, and one that another session loaded too (the same file, found
+// by inode) stays until that session unloads it. So an unloaded module's
+// fd is closed only once no mapped library answers to its name: until
+// then no later module can get that name and run another library's code.
 #ifndef OPENREG_DEVICE_DAEMON_SESSIONS_LOADED_MODULE_H_
 #define OPENREG_DEVICE_DAEMON_SESSIONS_LOADED_MODULE_H_
 
@@ -42,7 +44,7 @@ class LoadedModule {
 
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
-  // dlclose, then closes the file unless the library stayed mapped.
+  // dlclose, then closes the file once its load name is free (above).
   ~LoadedModule();
 
   const std::string& name() const { return name_; }
@@ -57,8 +59,7 @@ class LoadedModule {
   const ModuleEntryFunction entry_;
   const std::string name_;
   // The daemon's fd of the library, loaded as /proc/self/fd/<fd_>: open as
-  // long as the library is mapped, so that no other module gets that path
-  // name (glibc would hand back this library for it).
+  // long as a mapped library answers to that name (above).
   const int fd_;
 };
 

@@ -322,6 +322,57 @@ def test_a_module_loaded_after_one_that_stayed_mapped_runs_its_own_code(
             assert "unique1.so" in maps.read()
 
 
+def daemon_fds_of(path):
+    fds = f"/proc/{DAEMON.pid}/fd"
+    count = 0
+    for fd in os.listdir(fds):
+        try:
+            count += os.readlink(f"{fds}/{fd}") == path
+        except OSError:
+            pass  # closed meanwhile
+    return count
+
+
+def test_a_module_runs_its_own_code_while_another_session_maps_the_last(
+        tmp_path, module_path):
+    # Loaded here first, the library is mapped under this session's load
+    # name; another process loads the same file (glibc finds it by inode:
+    # one mapping, two references). Unloaded here, it stays mapped for the
+    # other process under this session's name, so the next module loaded
+    # here must not be given that name.
+    first = _C._load_module(module_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys
+            import torch
+            from torch_openreg import _C
+            _C._load_module({module_path!r})
+            print("loaded", flush=True)
+            sys.stdin.readline()
+            """)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=DAEMON.env())
+    try:
+        assert holder.stdout.readline().strip() == "loaded"
+        _C._unload_module(first)
+        marker = _C._load_module(build(
+            tmp_path, "marker",
+            source=UNIQUE_SOURCE.replace("MARK", "7.0f")))
+        out = torch.zeros(1, device="openreg:1")
+        _C._launch_module_kernel(marker, "mark", [out], [True])
+        assert out.cpu().item() == 7
+        _C._unload_module(marker)
+    finally:
+        holder.stdin.close()
+        assert holder.wait(timeout=60) == 0
+    # Once the holder's session ended, no library answers to the names any
+    # more: the daemon closes both of its fds of the file.
+    deadline = time.monotonic() + 30
+    while daemon_fds_of(module_path) != 0:
+        assert time.monotonic() < deadline, "the daemon kept the fds"
+        time.sleep(0.05)
+
+
 def test_a_sessions_modules_go_when_it_ends(tmp_path):
     own = build(tmp_path, "ending")
     code = f"""
