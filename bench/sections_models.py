@@ -195,4 +195,44 @@ def model_training_steps(torch, scale):
     return rows
 
 
-SECTIONS = [model_training_steps]
+def new_shape_each_step(torch, scale):
+    """The transformer block's forward on a sequence one token longer at
+    each step (a decode without a KV cache): every op's shape is new to
+    openreg's Meta cache, as in any dynamic-shape workload. CPU eager and
+    openreg alternate over the same lengths; each openreg round gets
+    lengths it has not seen."""
+    torch.manual_seed(0)
+    steps = max(4, int(20 * scale))
+    rounds = max(2, int(ROUNDS * scale))
+    cpu_block = transformer_block(torch).eval()
+    device_block = transformer_block(torch).to("openreg").eval()
+    device_block.load_state_dict(cpu_block.state_dict())
+    longest = 8 + (rounds + 1) * steps
+    tokens = torch.randn(1, longest, 64)
+    device_tokens = tokens.to("openreg")
+
+    def run(block, inputs, lengths, sync):
+        start = time.perf_counter()
+        with torch.no_grad():
+            for length in lengths:
+                block(inputs[:, :length])
+        sync()
+        return (time.perf_counter() - start) / len(lengths)
+
+    def lengths(round_index):
+        first = 8 + round_index * steps
+        return range(first, first + steps)
+
+    # Warm-up on lengths the rounds do not use: imports, first launches.
+    run(cpu_block, tokens, [4, 5], no_sync)
+    run(device_block, device_tokens, [4, 5], torch.openreg.synchronize)
+    cpu, device = [], []
+    for index in range(rounds):
+        cpu.append(run(cpu_block, tokens, lengths(index), no_sync))
+        device.append(run(device_block, device_tokens, lengths(index),
+                          torch.openreg.synchronize))
+    return [("block forward, a new length each step", "CPU eager",
+             sorted(cpu)[len(cpu) // 2], sorted(device)[len(device) // 2])]
+
+
+SECTIONS = [model_training_steps, new_shape_each_step]

@@ -23,6 +23,7 @@
 #include "torch_backend/kernel_warnings.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/decomposed_cpu_ops.h"
+#include "torch_backend/kernels/cpp_meta_kernels.h"
 #include "torch_backend/kernels/fast_path_ops.h"
 #include "torch_backend/kernels/quantized_ops.h"
 #include "torch_backend/kernels/sparse_ops.h"
@@ -217,6 +218,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_unblock_op", &UnblockOp, py::arg("name"));
   m.def("_blocked_ops", &BlockedOps);
   m.def("_fast_path_launch_count", &FastPathLaunchCount);
+  m.def("_cpp_meta_kernel_ops", &CppMetaKernelOps);
   // The default generators live in this process, so neither needs the
   // daemon: seeding works before (and without) connecting.
   m.attr("_max_devices") = kMaxDevices;

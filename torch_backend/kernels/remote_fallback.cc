@@ -30,6 +30,7 @@
 #include "torch_backend/hooks.h"
 #include "torch_backend/kernel_warnings.h"
 #include "torch_backend/kernels/blocked_ops.h"
+#include "torch_backend/kernels/cpp_meta_kernels.h"
 #include "torch_backend/kernels/meta_cache.h"
 #include "torch_backend/kernels/output_layout.h"
 #include "torch_backend/kernels/remote_launch.h"
@@ -325,7 +326,12 @@ MetaAnswer RunMeta(const c10::OperatorHandle& op, const OpPlan& plan,
   }
   auto result = std::make_shared<MetaResult>();
   try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &stack);
+    const c10::DispatchKeySet meta_keys(c10::DispatchKey::Meta);
+    if (const c10::KernelFunction* cpp_meta = CppMetaKernel(op)) {
+      cpp_meta->callBoxed(op, meta_keys, &stack);
+    } else {
+      op.redispatchBoxed(meta_keys, &stack);
+    }
     result->outputs = std::move(stack);
     // A sparse result's number of non-zeros depends on values.
     result->unavailable = !AllStrided(result->outputs) ||
