@@ -14,15 +14,16 @@ from torch_openreg import _C
 from daemon_fixture import process_daemon, run_python
 
 DAEMON = process_daemon(devices=1)
+aten = torch.ops.aten
 
 
 def test_every_listed_op_has_its_cpp_meta_kernel_in_use():
     # A signature that no longer fits its schema (another torch) drops out
     # of the table silently, so the table's size is checked here.
     in_use = set(_C._cpp_meta_kernel_ops())
-    assert len(in_use) == 102
+    assert len(in_use) == 105
     assert {"aten::add.Tensor", "aten::mul_.Tensor", "aten::addmm",
-            "aten::native_layer_norm",
+            "aten::native_layer_norm", "aten::cat",
             "aten::_softmax", "aten::sum.dim_IntList",
             "aten::index.Tensor"} <= in_use
 
@@ -75,6 +76,17 @@ CASES = {
     "clamp": lambda t: t["permuted"].clamp(-0.5, 0.5),
     "pow": lambda t: t["channels_last"] ** 2,
     "where": lambda t: torch.where(t["base"] > 0, t["base"], t["row"]),
+    "cat along the new length": lambda t: torch.cat(
+        [t["base"], t["channels_last"]], 3),
+    "cat with a legacy 1-D empty": lambda t: torch.cat(
+        [t["base"], t["base"].new_empty(0)], 1),
+    "cat ints and floats": lambda t: torch.cat([t["ints"], t["base"]], 0),
+    "max_pool2d channels_last": lambda t: aten.max_pool2d_with_indices(
+        t["channels_last"], [2, 2]),
+    "max_pool2d backward": lambda t: aten.max_pool2d_with_indices_backward(
+        aten.max_pool2d_with_indices(t["permuted"], [2, 2])[0],
+        t["permuted"], [2, 2], [2, 2], [0, 0], [1, 1], False,
+        aten.max_pool2d_with_indices(t["permuted"], [2, 2])[1]),
     "layer_norm": lambda t: torch.native_layer_norm(
         t["base"], [t["row"].shape[0]], t["row"], t["vector"], 1e-5),
     "layer_norm over 2 dims, channels_last": lambda t: torch.native_layer_norm(

@@ -261,6 +261,17 @@ std::vector<ListedKernel> ListedKernels() {
       Entry<at::Tensor(const at::Tensor &,
                        const c10::List<::std::optional<at::Tensor>> &),
             &at::meta::index>("index", "Tensor"),
+      Entry<at::Tensor(const at::ITensorListRef &, int64_t), &at::meta::cat>(
+          "cat", ""),
+      Entry<std::tuple<at::Tensor, at::Tensor>(
+                const at::Tensor &, at::IntArrayRef, at::IntArrayRef,
+                at::IntArrayRef, at::IntArrayRef, bool),
+            &at::meta::max_pool2d_with_indices>("max_pool2d_with_indices", ""),
+      Entry<at::Tensor(const at::Tensor &, const at::Tensor &, at::IntArrayRef,
+                       at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, bool,
+                       const at::Tensor &),
+            &at::meta::max_pool2d_with_indices_backward>(
+          "max_pool2d_with_indices_backward", ""),
       Entry<at::Tensor(const at::Tensor &, int64_t,
                        ::std::optional<at::ScalarType>),
             &at::meta::cumsum>("cumsum", ""),

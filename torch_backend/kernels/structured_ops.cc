@@ -7,25 +7,17 @@
 #include "torch_backend/kernels/remote_fallback.h"
 
 namespace openreg::torch_backend {
-namespace {
 
-// Ops whose Meta kernel (torch/_meta_registrations.py) disagrees with the
-// C++ shape logic: they keep ATen's host-side shape computation. cat: the
-// legacy skipping of 1-D empty inputs gives [0] on CPU but [2, 0] in Meta.
-bool KeepsHostShapeLogic(const c10::OperatorName& name) {
-  return name.name == "aten::cat";
-}
-
-}  // namespace
-
+// cat included: its Python Meta kernel disagreed with CPU's shape logic
+// (the legacy skipping of 1-D empty inputs gave [2, 0] where CPU gives
+// [0]), but the fallback runs its C++ one (cpp_meta_kernels.h), CPU's own.
 int RouteStructuredOpsToDaemon() {
   static const int routed = RouteAtenOps(
       c10::DispatchKey::PrivateUse1,
       [](const c10::OperatorHandle& op) {
         return op.hasKernelForDispatchKey(
                    c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
-               op.hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
-               !KeepsHostShapeLogic(op.operator_name());
+               op.hasKernelForDispatchKey(c10::DispatchKey::Meta);
       },
       [] {
         return torch::CppFunction::makeFromBoxedFunction<&RemoteFallback>();
