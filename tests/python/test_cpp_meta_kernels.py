@@ -21,7 +21,7 @@ def test_every_listed_op_has_its_cpp_meta_kernel_in_use():
     # A signature that no longer fits its schema (another torch) drops out
     # of the table silently, so the table's size is checked here.
     in_use = set(_C._cpp_meta_kernel_ops())
-    assert len(in_use) == 105
+    assert len(in_use) == 107
     assert {"aten::add.Tensor", "aten::mul_.Tensor", "aten::addmm",
             "aten::native_layer_norm", "aten::cat",
             "aten::_softmax", "aten::sum.dim_IntList",
@@ -58,6 +58,18 @@ def inputs(length):
     }
 
 
+def attention_and_gradient(base):
+    """Causal SDPA on (batch, heads, length, dim) views, as a transformer
+    block makes them, and the gradient through it (openreg's fused route:
+    CPU's flash attention and its backward)."""
+    leaf = base.detach().clone().requires_grad_()
+    sequence = leaf.transpose(2, 3)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        sequence, sequence, sequence, is_causal=True)
+    (gradient,) = torch.autograd.grad(out.sum(), leaf)
+    return [out.detach(), gradient]
+
+
 CASES = {
     "add broadcast": lambda t: torch.add(t["base"], t["row"], alpha=2),
     "add channels_last": lambda t: t["channels_last"] + t["base"],
@@ -87,6 +99,7 @@ CASES = {
         aten.max_pool2d_with_indices(t["permuted"], [2, 2])[0],
         t["permuted"], [2, 2], [2, 2], [0, 0], [1, 1], False,
         aten.max_pool2d_with_indices(t["permuted"], [2, 2])[1]),
+    "attention and its gradient": lambda t: attention_and_gradient(t["base"]),
     "layer_norm": lambda t: torch.native_layer_norm(
         t["base"], [t["row"].shape[0]], t["row"], t["vector"], 1e-5),
     "layer_norm over 2 dims, channels_last": lambda t: torch.native_layer_norm(

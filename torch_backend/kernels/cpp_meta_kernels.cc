@@ -5,6 +5,8 @@
 #include <ATen/native/cpu/mixed_data_type.h>
 #include <ATen/native/layer_norm.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty_permuted.h>
 #include <c10/core/SymIntArrayRef.h>
 
 #include <algorithm>
@@ -65,9 +67,53 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNormMeta(
   return {std::move(output), std::move(mean), std::move(rstd)};
 }
 
+// The type attention's logsumexp is computed in (torch._prims_common's
+// get_computation_dtype).
+at::ScalarType ComputationType(at::ScalarType type) {
+  switch (type) {
+    case at::kHalf:
+    case at::kBFloat16:
+      return at::kFloat;
+    case at::kComplexHalf:
+      return at::kComplexFloat;
+    default:
+      return type;
+  }
+}
+
+// CPU's flash attention (openreg's SDPA route, fused_attention.cc), 120 us
+// a miss through Python: the same outputs as torch's Python Meta kernels
+// for it (torch/_meta_registrations.py), which the rest of the route
+// (MatchCpuOutputLayout, the daemon's out= handling) was built on.
+std::tuple<at::Tensor, at::Tensor> FlashAttentionForCpuMeta(
+    const at::Tensor &query, const at::Tensor & /*key*/,
+    const at::Tensor & /*value*/, double /*dropout_p*/, bool /*is_causal*/,
+    const std::optional<at::Tensor> & /*attn_mask*/,
+    std::optional<double> /*scale*/) {
+  at::Tensor attention = at::empty_like(query);
+  at::Tensor logsumexp =
+      at::empty({query.size(0), query.size(2), query.size(1)},
+                query.options().dtype(ComputationType(query.scalar_type())))
+          .transpose(1, 2);
+  return {std::move(attention), std::move(logsumexp)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> FlashAttentionForCpuBackwardMeta(
+    const at::Tensor & /*grad_out*/, const at::Tensor &query,
+    const at::Tensor &key, const at::Tensor &value, const at::Tensor & /*out*/,
+    const at::Tensor & /*logsumexp*/, double /*dropout_p*/, bool /*is_causal*/,
+    const std::optional<at::Tensor> & /*attn_mask*/,
+    std::optional<double> /*scale*/) {
+  // CPU's gradients are (batch, length, heads, dim) buffers.
+  const auto permuted = [](const at::Tensor &like) {
+    return at::empty_permuted(like.sizes(), {0, 2, 1, 3}, like.options());
+  };
+  return {permuted(query), permuted(key), permuted(value)};
+}
+
 // Functional and in-place variants of the ops models use most (the
 // signatures are the at::meta declarations of ATen/ops/*_meta_dispatch.h),
-// and native_layer_norm's above.
+// and the ones written above.
 std::vector<ListedKernel> ListedKernels() {
   return {
       Entry<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
@@ -75,6 +121,19 @@ std::vector<ListedKernel> ListedKernels() {
                 const std::optional<at::Tensor> &,
                 const std::optional<at::Tensor> &, double),
             &NativeLayerNormMeta>("native_layer_norm", ""),
+      Entry<std::tuple<at::Tensor, at::Tensor>(
+                const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                double, bool, const std::optional<at::Tensor> &,
+                std::optional<double>),
+            &FlashAttentionForCpuMeta>(
+          "_scaled_dot_product_flash_attention_for_cpu", ""),
+      Entry<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+                const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                const at::Tensor &, const at::Tensor &, const at::Tensor &,
+                double, bool, const std::optional<at::Tensor> &,
+                std::optional<double>),
+            &FlashAttentionForCpuBackwardMeta>(
+          "_scaled_dot_product_flash_attention_for_cpu_backward", ""),
       Entry<at::Tensor(const at::Tensor &, const at::Tensor &,
                        const at::Scalar &),
             &at::meta::add>("add", "Tensor"),

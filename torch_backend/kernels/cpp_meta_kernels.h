@@ -9,10 +9,11 @@
 // change at each step (a decode whose sequence grows) ran 10x slower than
 // with its shapes cached. The C++ kernel is the one CPU's kernel runs
 // (output shapes, dtypes and strides as CPU computes them), at a few
-// microseconds. The ops listed in cpp_meta_kernels.cc call it directly,
-// and native_layer_norm, which has no C++ Meta kernel, one written there
-// with CPU's kernel's own helpers; torch's own Meta dispatch (FakeTensor,
-// torch.compile) is left as it is.
+// microseconds. The ops listed in cpp_meta_kernels.cc call it directly;
+// three without a C++ Meta kernel get one written there (native_layer_norm
+// with CPU's kernel's own helpers; CPU's flash attention and its backward,
+// openreg's SDPA route, as torch's Python kernels describe them). torch's
+// own Meta dispatch (FakeTensor, torch.compile) is left as it is.
 #ifndef OPENREG_TORCH_BACKEND_KERNELS_CPP_META_KERNELS_H_
 #define OPENREG_TORCH_BACKEND_KERNELS_CPP_META_KERNELS_H_
 
