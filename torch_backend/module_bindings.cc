@@ -1,5 +1,6 @@
 #include "torch_backend/module_bindings.h"
 
+#include <ATen/TensorIterator.h>
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/utils/pybind.h>
@@ -23,10 +24,17 @@ namespace py = pybind11;
 
 // Each argument is a tensor on one openreg device, an int (or bool) or a
 // float; the kernel runs on the current stream of the tensors' device.
+// `one_thread_if_small`: the kernel's bits do not depend on the thread
+// count (kernels.py, thread_invariant), and it runs on one thread when
+// every tensor has at most ATen's GRAIN_SIZE elements, as an eager launch
+// does (device_daemon/kernels/launch_threads.h): a parallel region wakes
+// an OpenMP worker that must be scheduled beside the client's Python,
+// which on a small host costs more than a small kernel saves.
 void LaunchModuleKernelOnCurrentStream(uint64_t module,
                                        const std::string& kernel,
                                        const py::list& arguments,
-                                       const std::vector<bool>& written) {
+                                       const std::vector<bool>& written,
+                                       bool one_thread_if_small) {
   TORCH_CHECK_VALUE(written.size() == arguments.size(),
                     "openreg: ", arguments.size(), " arguments but ",
                     written.size(), " written flags for compiled kernel ",
@@ -34,6 +42,7 @@ void LaunchModuleKernelOnCurrentStream(uint64_t module,
   proto::LaunchModuleKernel launch;
   launch.set_module(module);
   launch.set_kernel(kernel);
+  bool small = true;
   std::optional<c10::DeviceIndex> device;
   for (size_t i = 0; i < arguments.size(); ++i) {
     const py::handle value = arguments[i];
@@ -51,6 +60,7 @@ void LaunchModuleKernelOnCurrentStream(uint64_t module,
           " has tensors on openreg:", static_cast<int>(*device), " and ",
           tensor.device(), "; a kernel runs on one device");
       device = tensor.device().index();
+      small = small && tensor.numel() <= at::internal::GRAIN_SIZE;
       EncodeTensorRef(tensor, argument->mutable_tensor());
     } else if (py::isinstance<py::bool_>(value) ||
                py::isinstance<py::int_>(value)) {
@@ -64,7 +74,10 @@ void LaunchModuleKernelOnCurrentStream(uint64_t module,
                        "; expected an openreg tensor, an int or a float");
     }
   }
-  const op_codec::KernelSettings settings = op_codec::CurrentKernelSettings();
+  op_codec::KernelSettings settings = op_codec::CurrentKernelSettings();
+  if (one_thread_if_small && small) {
+    settings.intra_op_threads = 1;
+  }
   if (settings != op_codec::KernelSettings()) {
     op_codec::EncodeKernelSettings(settings, launch.mutable_settings());
   }
@@ -94,7 +107,7 @@ void RegisterModuleBindings(py::module& m) {
       py::arg("module"));
   m.def("_launch_module_kernel", &LaunchModuleKernelOnCurrentStream,
         py::arg("module"), py::arg("kernel"), py::arg("arguments"),
-        py::arg("written"));
+        py::arg("written"), py::arg("one_thread_if_small") = false);
 }
 
 }  // namespace openreg::torch_backend

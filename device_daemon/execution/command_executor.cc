@@ -576,11 +576,15 @@ absl::Status CommandExecutor::LaunchModuleKernel(
     // The client's flush-denormal and thread count, as for an op: the
     // executor thread last ran some other client's kernel.
     const StageTimer settings_stage(context.timing, CostStage::kSettings);
-    const absl::Status applied =
+    const absl::StatusOr<int> threads =
         op_runner_->ApplyModuleSettings(launch.settings());
-    if (!applied.ok()) {
-      return InvalidValueError(absl::StrCat("compiled kernel ", launch.kernel(),
-                                            ": settings: ", applied.message()));
+    if (!threads.ok()) {
+      return InvalidValueError(
+          absl::StrCat("compiled kernel ", launch.kernel(),
+                       ": settings: ", threads.status().message()));
+    }
+    if (context.timing != nullptr && context.timing->enabled) {
+      context.timing->kernel_threads = *threads;
     }
   }
   char error[kModuleErrorBytes] = {};

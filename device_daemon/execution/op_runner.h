@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "device_daemon/execution/fault_hook.h"
 #include "device_daemon/execution/stream_context.h"
 #include "protos/commands.pb.h"
@@ -56,12 +57,13 @@ class OpRunner {
   // Makes the calling thread run a compiled kernel (LaunchModuleKernel)
   // with the client's per-thread settings: flush-denormal and the
   // intra-op thread count. A compiled kernel reads no process-wide ATen
-  // setting, so it needs no turn at the settings gate. INVALID_VALUE when
-  // `settings` does not decode. Runners without ATen (the tests' fakes)
-  // have no thread settings to apply.
-  virtual absl::Status ApplyModuleSettings(
+  // setting, so it needs no turn at the settings gate. Returns the
+  // intra-op thread count the kernel runs with (for the cost profile);
+  // INVALID_VALUE when `settings` does not decode. Runners without ATen
+  // (the tests' fakes) have no thread settings to apply and return 0.
+  virtual absl::StatusOr<int> ApplyModuleSettings(
       const proto::KernelSettings& /*settings*/) {
-    return absl::OkStatus();
+    return 0;
   }
 };
 

@@ -5,6 +5,7 @@
 // kernel's host workspace, and a kernel's exceptions turned into errors.
 #include "device_daemon/kernels/aten_op_runner.h"
 
+#include <ATen/Parallel.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
@@ -182,13 +183,13 @@ absl::Status AtenOpRunner::RunLaunch(const StreamContext& context,
   return status;
 }
 
-absl::Status AtenOpRunner::ApplyModuleSettings(
+absl::StatusOr<int> AtenOpRunner::ApplyModuleSettings(
     const proto::KernelSettings& wire) {
   absl::StatusOr<op_codec::KernelSettings> settings =
       op_codec::DecodeKernelSettings(wire);
   if (!settings.ok()) return settings.status();
   op_codec::ApplyThreadSettings(*settings);
-  return absl::OkStatus();
+  return at::get_num_threads();
 }
 
 }  // namespace openreg::daemon

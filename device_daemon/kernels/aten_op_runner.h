@@ -43,7 +43,7 @@ class AtenOpRunner : public OpRunner {
                            const proto::LaunchOp& op, uint64_t sequence,
                            WrittenTensors* written,
                            std::unique_ptr<PreparedLaunch>* prepared) override;
-  absl::Status ApplyModuleSettings(
+  absl::StatusOr<int> ApplyModuleSettings(
       const proto::KernelSettings& settings) override;
 
  private:

@@ -6,6 +6,7 @@ recompilation, other devices and dtypes; the compile cache shared with a
 second process; what openreg refuses (cpp_wrapper, the FX wrapper); errors
 and faults in compiled kernels."""
 
+import contextlib
 import copy
 import os
 import re
@@ -178,6 +179,62 @@ def test_a_compiled_kernel_runs_with_the_clients_flush_denormal():
             assert (expected == 0).all() == flush  # the setting mattered
     finally:
         torch.set_flush_denormal(False)  # ATen's default
+
+
+GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
+
+
+@contextlib.contextmanager
+def num_threads(threads):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _pointwise(x):
+    return (x.sin() * 2).relu()
+
+
+def _column_sums(x):
+    return x.sum(0)
+
+
+def _total(x):
+    return x.sum()
+
+
+@pytest.mark.parametrize("function, shape, threads", [
+    (_pointwise, (64, 512), 1),  # small
+    (_pointwise, (512, 512), 2),  # large: the client's count
+    (_column_sums, (64, 512), 1),  # each column summed by one thread
+    (_total, (GRAIN_SIZE,), 2),  # split between threads: the client's
+])
+def test_a_small_compiled_kernel_runs_on_one_thread_where_its_bits_allow(
+        function, shape, threads):
+    """(docs/COMPILE.md, "Threads".) A fused kernel that never reads its
+    OpenMP thread id or count gives the same bits at any count, and runs on
+    one thread when its tensors are small, as eager launches do; a
+    reduction Inductor splits between threads keeps the client's count.
+    Each gives CPU's compiled kernel's bits at the client's count."""
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    device = x.to("openreg")
+    with num_threads(2):
+        compiled = torch.compile(function)
+        compiled(device)
+        torch.openreg.synchronize()
+        with torch.openreg.command_costs() as costs:
+            result = compiled(device)
+            torch.openreg.synchronize()
+        torch._dynamo.reset()
+        expected = torch.compile(function)(x)
+    launched = [op["kernel_threads"] for op in costs.ops
+                if op["op"].startswith("cpp_fused")]
+    assert launched == [threads], costs.table()
+    assert torch.equal(result.cpu(), expected)
 
 
 def test_an_error_in_a_compiled_kernel_fails_at_the_next_synchronization():

@@ -15,6 +15,7 @@ the kernel on device memory.
 """
 
 import functools
+import re
 import threading
 
 from torch_openreg import _C
@@ -34,6 +35,25 @@ _POINTER_ELEMENT_TYPES = {
 }
 # CppScheduling names every kernel function "kernel".
 _KERNEL_FUNCTION = "kernel"
+
+# Every parallel region of Inductor's C++ kernels declares its OpenMP
+# thread id (cpp.py, ParallelLoop); only a reduction split between threads
+# reads it (each thread's partial result, "tmp_acc0_arr[tid]"), or reads
+# the thread count.
+_THREAD_ID_DECLARATION = "int tid = omp_get_thread_num();"
+_READS_THREAD_ID_OR_COUNT = re.compile(
+    r"\btid\b|omp_get_num_threads|omp_get_max_threads|omp_get_thread_num")
+
+
+def thread_invariant(source):
+    """Whether a kernel gives the same bits at any thread count: it never
+    reads its thread id or count, so each element, or each output of a
+    reduction, is computed by one thread however its loops are split. Such
+    a kernel runs on one thread when its tensors are small, as eager
+    launches do (docs/COMPILE.md, "Threads"); a split reduction keeps the
+    client's count, as CPU's compiled kernel would."""
+    return not _READS_THREAD_ID_OR_COUNT.search(
+        source.replace(_THREAD_ID_DECLARATION, ""))
 
 
 class ArgumentType:
@@ -176,8 +196,9 @@ _loaded = _LoadedModules()
 class OpenRegKernel:
     """A compiled kernel; calling it launches it on the current stream."""
 
-    def __init__(self, name, arg_types, library):
+    def __init__(self, name, arg_types, library, one_thread_if_small=False):
         self.name = name
+        self.one_thread_if_small = one_thread_if_small
         self.arg_types = [ArgumentType(spelled) for spelled in arg_types]
         self.written = [argument.pointer and not argument.const
                         for argument in self.arg_types]
@@ -195,7 +216,7 @@ class OpenRegKernel:
         if self._module is None:
             self._module = _loaded.id_of(self.path)
         _C._launch_module_kernel(self._module, self.name, list(arguments),
-                                 self.written)
+                                 self.written, self.one_thread_if_small)
 
 
 class OpenRegKernels:
@@ -206,12 +227,15 @@ class OpenRegKernels:
                                                    get_compile_threads)
         from torch._inductor.codecache import LambdaFuture
 
+        invariant = thread_invariant(source)
         if get_compile_threads() <= 1:
-            return OpenRegKernel(name, arg_types, _build(arg_types, source)())
+            return OpenRegKernel(name, arg_types, _build(arg_types, source)(),
+                                 invariant)
         # In Inductor's compile pool, as async_compile.cpp_pybinding does;
         # the wrapper's async_compile.wait(globals()) resolves the future.
         library = _build(arg_types, source, submit_fn=AsyncCompile.submit)
-        return LambdaFuture(lambda: OpenRegKernel(name, arg_types, library()))
+        return LambdaFuture(
+            lambda: OpenRegKernel(name, arg_types, library(), invariant))
 
 
 openreg_kernels = OpenRegKernels()
