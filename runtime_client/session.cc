@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -166,8 +167,10 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
                                   " bytes exceeds the stream ring's limit of ",
                                   stream.writer.MaxPayload(), " bytes"));
   }
+  // Read only once the ring was found full: most commands never wait, and
+  // a clock read is a measurable part of a small op's cost.
+  std::optional<absl::Time> deadline;
   const absl::Duration timeout = SyncTimeout();
-  const absl::Time deadline = absl::Now() + timeout;  // infinite: no limit
   while (true) {
     absl::Status written =
         stream.writer.Write(payload.data(), payload.size(), kWaitSlice);
@@ -176,11 +179,15 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
       return MakeError(Error::kInvalidValue,
                        absl::StrCat("openreg: ", written.message()));
     }
-    // Ring full: the daemon is behind, stuck, faulted or dead.
+    // Ring full: the daemon is behind, stuck, faulted or dead. The first
+    // write already waited one slice for room.
+    if (!deadline.has_value()) {
+      deadline = absl::Now() - kWaitSlice + timeout;  // infinite: no limit
+    }
     absl::Status probe = liveness_.Probe();
     if (!probe.ok()) return probe;
     if (IsFaulted(stream)) return TakeStreamError(stream);
-    if (absl::Now() >= deadline) {
+    if (absl::Now() >= *deadline) {
       return SyncTimeoutError(
           stream,
           absl::StrCat("waited for room in its command ring for command ",

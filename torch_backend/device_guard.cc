@@ -234,7 +234,11 @@ void DeviceGuardImpl::setDevice(c10::Device device) const {
 }
 
 void DeviceGuardImpl::uncheckedSetDevice(c10::Device device) const noexcept {
-  if (device.index() >= 0) SetDevice(device.index());
+  // A DeviceGuard restores its device on exit even when it never changed
+  // it (every op's guard, in the usual case): as CUDA's MaybeSetDevice,
+  // nothing to do then.
+  if (device.index() < 0 || device.index() == getDevice().index()) return;
+  SetDevice(device.index());
 }
 
 c10::Stream DeviceGuardImpl::getStream(c10::Device device) const {
