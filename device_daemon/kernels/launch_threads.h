@@ -15,7 +15,9 @@
 //   inline below it. Except the ops whose libraries choose their own split
 //   by thread count at any size: BLAS (MKL's gemm gave other bits on one
 //   thread than on two for a 10x32 by 32x64 product), oneDNN's
-//   convolutions, MKL's FFT, LAPACK, embedding_bag's per-thread buffers.
+//   convolutions, MKL's FFT, LAPACK, embedding_bag's per-thread buffers,
+//   and layer norm's backward (per-thread buffers for the weight's and
+//   bias's gradients).
 //
 // Everything else (large reductions, matrix products, convolutions, ...)
 // runs with the client's count. tests/python/test_launch_threads.py checks

@@ -56,6 +56,8 @@ TEST(LaunchThreadsTest, LibrariesThatSplitByThreadsKeepTheClientsCount) {
   EXPECT_EQ(Threads(Launch("aten::_fft_r2c", "", {5, 6, 7}), 2), 2);
   EXPECT_EQ(Threads(Launch("aten::_embedding_bag", "", {5, 5}), 2), 2);
   EXPECT_EQ(Threads(Launch("aten::linalg_lstsq", "", {3, 3}), 2), 2);
+  EXPECT_EQ(Threads(Launch("aten::native_layer_norm_backward", "", {2, 7}), 2),
+            2);
 }
 
 TEST(LaunchThreadsTest, TheLargestTensorOfListsAndOutputsCounts) {

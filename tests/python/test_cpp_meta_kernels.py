@@ -21,9 +21,10 @@ def test_every_listed_op_has_its_cpp_meta_kernel_in_use():
     # A signature that no longer fits its schema (another torch) drops out
     # of the table silently, so the table's size is checked here.
     in_use = set(_C._cpp_meta_kernel_ops())
-    assert len(in_use) == 107
+    assert len(in_use) == 109
     assert {"aten::add.Tensor", "aten::mul_.Tensor", "aten::addmm",
-            "aten::native_layer_norm", "aten::cat",
+            "aten::native_layer_norm", "aten::native_layer_norm_backward",
+            "aten::embedding_dense_backward", "aten::cat",
             "aten::_softmax", "aten::sum.dim_IntList",
             "aten::index.Tensor"} <= in_use
 
@@ -70,6 +71,33 @@ def attention_and_gradient(base):
     return [out.detach(), gradient]
 
 
+def layer_norm_gradients(base, weight, bias):
+    """The gradients of a layer norm's input, weight and bias, as a
+    training step takes them."""
+    leaves = [tensor.detach().clone().requires_grad_()
+              for tensor in (base, weight, bias)]
+    out = torch.nn.functional.layer_norm(leaves[0], [base.shape[-1]],
+                                         leaves[1], leaves[2])
+    return list(torch.autograd.grad((out * base).sum(), leaves))
+
+
+def layer_norm_input_gradient(base, weight):
+    """native_layer_norm_backward with only the input's gradient asked
+    for: the others come back undefined (None)."""
+    length = base.shape[-1]
+    _, mean, rstd = aten.native_layer_norm(base, [length], weight, None, 1e-5)
+    return list(aten.native_layer_norm_backward(
+        base * 2, base, [length], mean, rstd, weight, None,
+        [True, False, False]))
+
+
+def embedding_gradient(indices, weight):
+    leaf = weight.detach().clone().requires_grad_()
+    out = torch.nn.functional.embedding(indices.remainder(weight.shape[0]),
+                                        leaf)
+    return list(torch.autograd.grad((out * out).sum(), [leaf]))
+
+
 CASES = {
     "add broadcast": lambda t: torch.add(t["base"], t["row"], alpha=2),
     "add channels_last": lambda t: t["channels_last"] + t["base"],
@@ -107,6 +135,11 @@ CASES = {
     "layer_norm bfloat16 with float weights": lambda t:
         torch.native_layer_norm(t["permuted"].bfloat16(), [t["row"].shape[0]],
                                 t["row"], None, 1e-5),
+    "layer_norm backward": lambda t: layer_norm_gradients(
+        t["permuted"], t["row"], t["vector"]),
+    "layer_norm backward, the input's gradient only": lambda t:
+        layer_norm_input_gradient(t["channels_last"], t["row"]),
+    "embedding backward": lambda t: embedding_gradient(t["ints"], t["right"]),
 }
 
 
@@ -121,7 +154,11 @@ def test_new_shapes_get_cpus_shapes_strides_dtypes_and_values(name):
                               for key, tensor in cpu_inputs.items()})
         if isinstance(expected, torch.Tensor):
             expected, actual = [expected], [actual]
+        assert len(actual) == len(expected)
         for result, reference in zip(actual, expected):
+            if reference is None:  # a gradient not asked for
+                assert result is None
+                continue
             assert result.shape == reference.shape
             assert result.stride() == reference.stride()
             assert result.dtype == reference.dtype

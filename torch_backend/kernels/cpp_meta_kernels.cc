@@ -10,6 +10,7 @@
 #include <c10/core/SymIntArrayRef.h>
 
 #include <algorithm>
+#include <array>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -67,6 +68,48 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNormMeta(
   return {std::move(output), std::move(mean), std::move(rstd)};
 }
 
+// Its backward has no C++ Meta kernel either, and its Python one runs on
+// every new length of a training step: CPU's gradients
+// (layer_norm_backward_cpu) are contiguous like the input and the
+// parameters, in their types; a gradient output_mask leaves out is
+// undefined.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNormBackwardMeta(
+    const at::Tensor & /*grad_out*/, const at::Tensor &input,
+    c10::SymIntArrayRef normalized_shape, const at::Tensor & /*mean*/,
+    const at::Tensor & /*rstd*/,
+    const std::optional<at::Tensor> &weight_or_none,
+    const std::optional<at::Tensor> &bias_or_none,
+    std::array<bool, 3> output_mask) {
+  const at::Tensor weight = weight_or_none.value_or(at::Tensor());
+  const at::Tensor bias = bias_or_none.value_or(at::Tensor());
+  at::native::_check_layer_norm_inputs(
+      input, C10_AS_INTARRAYREF_SLOW(normalized_shape), weight, bias);
+  const auto contiguous_like = [](const at::Tensor &like) {
+    TORCH_CHECK(like.defined(), "a gradient of an absent parameter");
+    return at::empty(like.sizes(), like.options(),
+                     at::MemoryFormat::Contiguous);
+  };
+  return {output_mask[0] ? contiguous_like(input) : at::Tensor(),
+          output_mask[1] ? contiguous_like(weight) : at::Tensor(),
+          output_mask[2] ? contiguous_like(bias) : at::Tensor()};
+}
+
+// An embedding's weight gradient (embedding_dense_backward_cpu): a
+// contiguous (num_weights, dim) tensor in the gradient's type; its Python
+// Meta kernel runs on every new length of a training step.
+at::Tensor EmbeddingDenseBackwardMeta(const at::Tensor &grad_output,
+                                      const at::Tensor &indices,
+                                      c10::SymInt num_weights,
+                                      c10::SymInt /*padding_idx*/,
+                                      bool /*scale_grad_by_freq*/) {
+  TORCH_CHECK(
+      indices.scalar_type() == at::kLong || indices.scalar_type() == at::kInt,
+      "embedding indices must be Long or Int");
+  TORCH_CHECK(grad_output.dim() > 0, "a 0-dim embedding gradient");
+  return at::empty({num_weights.expect_int(), grad_output.size(-1)},
+                   grad_output.options());
+}
+
 // The type attention's logsumexp is computed in (torch._prims_common's
 // get_computation_dtype).
 at::ScalarType ComputationType(at::ScalarType type) {
@@ -121,6 +164,15 @@ std::vector<ListedKernel> ListedKernels() {
                 const std::optional<at::Tensor> &,
                 const std::optional<at::Tensor> &, double),
             &NativeLayerNormMeta>("native_layer_norm", ""),
+      Entry<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
+                const at::Tensor &, const at::Tensor &, c10::SymIntArrayRef,
+                const at::Tensor &, const at::Tensor &,
+                const std::optional<at::Tensor> &,
+                const std::optional<at::Tensor> &, std::array<bool, 3>),
+            &NativeLayerNormBackwardMeta>("native_layer_norm_backward", ""),
+      Entry<at::Tensor(const at::Tensor &, const at::Tensor &, c10::SymInt,
+                       c10::SymInt, bool),
+            &EmbeddingDenseBackwardMeta>("embedding_dense_backward", ""),
       Entry<std::tuple<at::Tensor, at::Tensor>(
                 const at::Tensor &, const at::Tensor &, const at::Tensor &,
                 double, bool, const std::optional<at::Tensor> &,
