@@ -257,8 +257,13 @@ def list():  # noqa: A001 - mirrors the CLI's `fault list`
 @contextlib.contextmanager
 def inject(model, **kwargs):
     """Arms a fault for the duration of the block (see arm()); yields its
-    id. The block's work is synchronized before the fault is disarmed, so
-    asynchronous kernels inside the block see it."""
+    id. The devices are synchronized before the fault is armed, so work
+    queued before the block never sees it (a launch still queued when the
+    fault is armed would be its first match), and before it is disarmed,
+    so asynchronous kernels inside the block see it. An error of earlier
+    work is raised at the block's entry, as by torch.openreg.synchronize()."""
+    for index in range(torch.openreg.device_count()):
+        _C._synchronize(index)
     fault_id = arm(model, **kwargs)
     try:
         yield fault_id
