@@ -23,6 +23,7 @@
 #include "torch_backend/kernel_warnings.h"
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/decomposed_cpu_ops.h"
+#include "torch_backend/kernels/foreach_ops.h"
 #include "torch_backend/kernels/cpp_meta_kernels.h"
 #include "torch_backend/kernels/fast_path_ops.h"
 #include "torch_backend/kernels/quantized_ops.h"
@@ -109,6 +110,7 @@ PYBIND11_MODULE(_C, m) {
   // After every static registration of this library (see the header).
   RouteStructuredOpsToDaemon();
   RouteDecomposedCpuOpsToDaemon();
+  RouteForeachOpsToDaemon();
   RouteSparseOpsToDaemon();
   RouteQuantizedOpsToDaemon();
   m.def("_set_daemon_binary", &SetDaemonBinary, py::arg("path"));

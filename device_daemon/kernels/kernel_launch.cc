@@ -153,14 +153,19 @@ absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,
   // The kernel allocates its results: let it allocate them in the client's
   // outputs (kernel_workspace.h, placement), so that the reply copies
   // nothing. Not the outputs of an in-place or out= op: those are its
-  // arguments, which the kernel still reads.
+  // arguments, which the kernel still reads. A lone Tensor[] return (a
+  // functional foreach op's) has one output per element.
   std::vector<KernelWorkspace::Slot> slots;
   const std::vector<c10::Argument>& returns =
       resolved.handle.schema().returns();
-  if (returns.size() == static_cast<size_t>(op_.outputs_size())) {
-    slots.reserve(returns.size());
+  const bool one_list =
+      returns.size() == 1 &&
+      returns[0].real_type()->kind() == c10::TypeKind::ListType &&
+      returns[0].alias_info() == nullptr;
+  if (one_list || returns.size() == static_cast<size_t>(op_.outputs_size())) {
+    slots.reserve(op_.outputs_size());
     for (int i = 0; i < op_.outputs_size(); ++i) {
-      if (returns[i].alias_info() != nullptr) continue;
+      if (!one_list && returns[i].alias_info() != nullptr) continue;
       absl::StatusOr<at::Tensor> tensor = decoder_.DeviceTensor(op_.outputs(i));
       if (!tensor.ok()) return tensor.status();
       if (tensor->numel() > 0 && tensor->is_non_overlapping_and_dense()) {

@@ -9,7 +9,8 @@
 // So a launch runs on one thread wherever that cannot change its result:
 //
 // - Pointwise ops (at::Tag::pointwise): each output element is computed
-//   from its own inputs, however the range is split.
+//   from its own inputs, however the range is split. So are the foreach
+//   forms of pointwise ops (an optimizer step's `_foreach_addcdiv_`).
 // - Any op whose every tensor has at most at::internal::GRAIN_SIZE
 //   elements: ATen's parallel_for and parallel_reduce run the whole range
 //   inline below it. Except the ops whose libraries choose their own split

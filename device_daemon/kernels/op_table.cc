@@ -78,6 +78,28 @@ std::optional<c10::OperatorHandle> FindOutVariant(
   return std::nullopt;
 }
 
+// A foreach op (`_foreach_addcdiv_.ScalarList`) runs its per-tensor op on
+// each element (ATen's CompositeExplicitAutograd loop): pointwise when that
+// op is. `_foreach_max` is the one foreach reduction whose per-tensor name
+// also names a pointwise op (max.other).
+bool IsForeachOfPointwise(const c10::OperatorHandle& op) {
+  constexpr std::string_view kForeach = "aten::_foreach_";
+  const std::string& name = op.operator_name().name;
+  if (name.rfind(kForeach, 0) != 0 || name == "aten::_foreach_max") {
+    return false;
+  }
+  std::string base = "aten::" + name.substr(kForeach.size());
+  if (base.back() == '_') base.pop_back();
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& candidate : dispatcher.getAllOpNames()) {
+    if (candidate.name != base) continue;
+    std::optional<c10::OperatorHandle> handle =
+        dispatcher.findSchema(candidate);
+    if (handle.has_value() && handle->hasTag(at::Tag::pointwise)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 const ResolvedOp* ResolveOp(const std::string& name,
@@ -95,9 +117,10 @@ const ResolvedOp* ResolveOp(const std::string& name,
         c10::Dispatcher::singleton().findSchema({name, overload});
     if (!handle.has_value()) return nullptr;
     it = table
-             .emplace(key,
-                      ResolvedOp{*handle, handle->hasTag(at::Tag::pointwise),
-                                 FindOutVariant(*handle)})
+             .emplace(key, ResolvedOp{*handle,
+                                      handle->hasTag(at::Tag::pointwise) ||
+                                          IsForeachOfPointwise(*handle),
+                                      FindOutVariant(*handle)})
              .first;
   }
   return &it->second;

@@ -19,7 +19,8 @@ namespace openreg::daemon {
 struct ResolvedOp {
   c10::OperatorHandle handle;
   // Tagged pointwise in ATen (at::Tag::pointwise): each output element
-  // depends on its own input elements only (launch_threads.h).
+  // depends on its own input elements only (launch_threads.h); also a
+  // foreach op whose per-tensor op is.
   bool pointwise = false;
   // For a structured op's functional variant: the out= overload taking the
   // same arguments followed by one out= tensor per return; else absent.

@@ -464,9 +464,11 @@ def test_small_arithmetic_replays_as_loops_with_the_bits_of_cpu_eager(
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_out_and_foreach_arithmetic_replays_as_loops_with_cpus_bits(dtype):
-    """out= launches (a foreach op's `number * tensor` reaches the daemon
-    as mul.out with the number first; IEEE addition and multiplication
-    commute) replay as loops too, with CPU eager's bits."""
+    """out= launches replay as loops too, with CPU eager's bits; so do
+    foreach ops, which a capture records per tensor (one launch per list
+    outside a capture: foreach_ops.h); a foreach op's `number * tensor`
+    reaches the daemon as mul.out with the number first (IEEE addition and
+    multiplication commute)."""
     host_x = awkward_values(dtype)
     host_y = awkward_values(dtype).flip(0)
 

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/synchronization/mutex.h"
 
 namespace openreg::torch_backend {
@@ -96,7 +97,13 @@ bool ScalarValuesUnchecked(const c10::OperatorHandle& op) {
       "aten::rsub",     "aten::mul",     "aten::mul_",     "aten::div",
       "aten::div_",     "aten::addcdiv", "aten::addcdiv_", "aten::addcmul",
       "aten::addcmul_", "aten::lerp",    "aten::lerp_"};
-  const std::string& name = op.operator_name().name;
+  // Their foreach forms (foreach_ops.h) take the same scalars, or a list of
+  // them (the per-parameter step sizes of Adam's multi-tensor step).
+  constexpr std::string_view kForeach = "aten::_foreach_";
+  std::string name = op.operator_name().name;
+  if (name.rfind(kForeach, 0) == 0) {
+    name = "aten::" + name.substr(kForeach.size());
+  }
   bool unchecked = false;
   for (std::string_view candidate : kOps) unchecked |= name == candidate;
   return known.emplace(schema, unchecked).first->second;
@@ -202,6 +209,75 @@ void PutAliasing(const c10::FunctionSchema& schema,
   }
 }
 
+// The same where a tensor list is involved (a foreach op's written lists,
+// foreach_ops.h; `cat.out` into one of its inputs): which written tensor
+// shares its storage with which other tensor, positions given as (argument,
+// element). Found through a map of the written storages, so that a step
+// over hundreds of parameters costs one lookup per tensor, not one per
+// pair. Pairs of plain tensor arguments are PutAliasing's.
+void PutListAliasing(const c10::FunctionSchema& schema,
+                     c10::ArrayRef<c10::IValue> arguments, KeyWriter* key) {
+  bool has_list = false;
+  for (const c10::IValue& argument : arguments) {
+    has_list = has_list || argument.isTensorList();
+  }
+  if (!has_list) return;
+  struct Position {
+    uint16_t argument;
+    uint16_t element;
+    bool in_list;
+    const at::Tensor* tensor;
+  };
+  auto for_each_tensor = [&](auto&& visit) {
+    for (size_t i = 0; i < arguments.size(); ++i) {
+      if (arguments[i].isTensor()) {
+        visit(Position{static_cast<uint16_t>(i), 0, false,
+                       &arguments[i].toTensor()});
+      } else if (arguments[i].isTensorList()) {
+        c10::ArrayRef<c10::IValue> list = arguments[i].toListRef();
+        for (size_t e = 0; e < list.size(); ++e) {
+          visit(Position{static_cast<uint16_t>(i), static_cast<uint16_t>(e),
+                         true, &list[e].toTensor()});
+        }
+      }
+    }
+  };
+  auto storage_of = [](const at::Tensor& tensor) -> const c10::StorageImpl* {
+    if (!tensor.defined() || !tensor.has_storage()) return nullptr;
+    return tensor.storage().unsafeGetStorageImpl();
+  };
+  const std::vector<c10::Argument>& declared = schema.arguments();
+  thread_local absl::flat_hash_map<const c10::StorageImpl*,
+                                   absl::InlinedVector<Position, 1>>
+      written;
+  written.clear();
+  for_each_tensor([&](const Position& position) {
+    const c10::AliasInfo* alias = position.argument < declared.size()
+                                      ? declared[position.argument].alias_info()
+                                      : nullptr;
+    const c10::StorageImpl* storage = storage_of(*position.tensor);
+    if (alias != nullptr && alias->isWrite() && storage != nullptr) {
+      written[storage].push_back(position);
+    }
+  });
+  if (written.empty()) return;
+  for_each_tensor([&](const Position& other) {
+    auto it = written.find(storage_of(*other.tensor));
+    if (it == written.end()) return;
+    for (const Position& target : it->second) {
+      const bool same =
+          target.argument == other.argument && target.element == other.element;
+      if (same || (!target.in_list && !other.in_list)) continue;
+      key->Put(target.argument);
+      key->Put(target.element);
+      key->Put(other.argument);
+      key->Put(other.element);
+      key->Put(static_cast<int8_t>(
+          at::get_overlap_status(*target.tensor, *other.tensor)));
+    }
+  });
+}
+
 }  // namespace
 
 bool BuildMetaCacheKey(const c10::OperatorHandle& op,
@@ -223,6 +299,7 @@ bool BuildMetaCacheKey(const c10::OperatorHandle& op,
     if (!PutValue(argument, keep_storage, by_class, &key)) return false;
   }
   PutAliasing(op.schema(), arguments, &key);
+  PutListAliasing(op.schema(), arguments, &key);
   return true;
 }
 

@@ -100,7 +100,8 @@ struct OpPlan {
   // Per argument: the op writes to it (in place, out=). A CPU tensor is
   // never accepted there: nothing is written to client memory.
   std::vector<bool> written;
-  // The tensors an in-place op writes (written, but not out=).
+  // The tensors and tensor lists an in-place op writes (written, but not
+  // out=).
   std::vector<size_t> written_in_place;
   bool returns_only_tensors = false;
   // The Meta kernel's output metadata can be used (see output_layout.h).
@@ -119,8 +120,12 @@ OpPlan MakePlan(const c10::OperatorHandle& op) {
   for (const c10::Argument& argument : schema.arguments()) {
     plan.written.push_back(argument.alias_info() != nullptr &&
                            argument.alias_info()->isWrite());
-    if (plan.written.back() && !argument.is_out() &&
-        argument.type()->kind() == c10::TypeKind::TensorType) {
+    const c10::TypePtr& type = argument.type();
+    const bool tensors =
+        type->kind() == c10::TypeKind::TensorType ||
+        (type->kind() == c10::TypeKind::ListType &&
+         type->containedType(0)->kind() == c10::TypeKind::TensorType);
+    if (plan.written.back() && !argument.is_out() && tensors) {
       plan.written_in_place.push_back(plan.written.size() - 1);
     }
   }
@@ -269,11 +274,23 @@ bool AllStrided(const std::vector<c10::IValue>& outputs) {
 // of an in-place op to the broadcast shape, where CPU's kernel refuses
 // ("output with shape [2] doesn't match the broadcast shape [3, 2]"): such
 // a call runs synchronously, and CPU's kernel decides.
+// The tensors of the in-place arguments of `values`, lists flattened.
+std::vector<at::Tensor> InPlaceTensors(const OpPlan& plan,
+                                       c10::ArrayRef<c10::IValue> values) {
+  std::vector<at::Tensor> tensors;
+  for (size_t index : plan.written_in_place) {
+    ForEachTensor(values[index],
+                  [&](const at::Tensor& tensor) { tensors.push_back(tensor); });
+  }
+  return tensors;
+}
+
 bool ResizedInPlace(const OpPlan& plan, c10::ArrayRef<c10::IValue> arguments,
                     const std::vector<at::Tensor>& stand_ins) {
+  const std::vector<at::Tensor> reals = InPlaceTensors(plan, arguments);
+  if (reals.size() != stand_ins.size()) return true;
   for (size_t i = 0; i < stand_ins.size(); ++i) {
-    const at::Tensor& real = arguments[plan.written_in_place[i]].toTensor();
-    if (stand_ins[i].sizes() != real.sizes()) return true;
+    if (stand_ins[i].sizes() != reals[i].sizes()) return true;
   }
   return false;
 }
@@ -320,10 +337,8 @@ MetaAnswer RunMeta(const c10::OperatorHandle& op, const OpPlan& plan,
                         ? EmptyStandIn(arguments[i].toTensor())
                         : ToMetaValue(arguments[i], keep_storage));
   }
-  std::vector<at::Tensor> in_place_stand_ins;
-  for (size_t index : plan.written_in_place) {
-    in_place_stand_ins.push_back(stack[index].toTensor());
-  }
+  const std::vector<at::Tensor> in_place_stand_ins =
+      InPlaceTensors(plan, stack);
   auto result = std::make_shared<MetaResult>();
   try {
     const c10::DispatchKeySet meta_keys(c10::DispatchKey::Meta);
