@@ -7,11 +7,14 @@ import sys
 
 import pytest
 import torch
-from torch.testing._internal import common_methods_invocations as cmi
 
-from daemon_fixture import module_daemon
+from daemon_fixture import process_daemon
 
-DAEMON, setup_module, teardown_module = module_daemon(devices=1)
+# Before torch.testing._internal, whose import asks whether openreg is
+# available (which connects).
+DAEMON = process_daemon(devices=1)
+
+from torch.testing._internal import common_methods_invocations as cmi  # noqa: E402,E501
 
 GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
 
@@ -178,6 +181,45 @@ def test_an_optimizers_multi_tensor_step_equals_cpus_in_a_few_launches(
             device_optimizer.step()
     parameters = len(list(device_model.parameters()))
     assert costs.commands() <= 10 * 12 < 10 * parameters * 2, costs.table()
+    assert costs.synchronous_launches() == 0, costs.table()
+
+
+@pytest.mark.parametrize("make_optimizer", [
+    lambda params: torch.optim.AdamW(params, lr=1e-2, fused=True),
+    lambda params: torch.optim.Adam(params, lr=1e-2, amsgrad=True,
+                                    fused=True),
+    lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9, fused=True),
+    lambda params: torch.optim.Adagrad(params, lr=0.1, fused=True),
+], ids=["AdamW", "Adam-amsgrad", "SGD", "Adagrad"])
+def test_a_fused_optimizers_step_is_one_launch_of_cpus_fused_kernel(
+        make_optimizer):
+    """openreg is a fused-optimizer device too (torch.optim lists the
+    PrivateUse1 backend): `fused=True` runs CPU's fused kernel in the
+    daemon, one launch for every parameter, with CPU's bits."""
+    torch.manual_seed(0)
+    cpu_model = torch.nn.Sequential(
+        *[torch.nn.Linear(16, 16) for _ in range(6)])
+    device_model = torch.nn.Sequential(
+        *[torch.nn.Linear(16, 16) for _ in range(6)]).to("openreg")
+    device_model.load_state_dict(cpu_model.state_dict())
+    cpu_optimizer = make_optimizer(cpu_model.parameters())
+    device_optimizer = make_optimizer(device_model.parameters())
+    x = torch.randn(8, 16)
+    for _ in range(3):
+        for model, optimizer, inputs in (
+                (cpu_model, cpu_optimizer, x),
+                (device_model, device_optimizer, x.to("openreg"))):
+            optimizer.zero_grad()
+            model(inputs).square().mean().backward()
+            optimizer.step()
+    for expected, actual in zip(cpu_model.parameters(),
+                                device_model.parameters()):
+        assert bitwise_equal(actual.detach(), expected.detach())
+    torch.openreg.synchronize()
+    with torch.openreg.command_costs() as costs:
+        device_optimizer.step()
+    fused = [op for op in costs.ops if op["op"].startswith("aten::_fused_")]
+    assert len(fused) == 1 and fused[0]["count"] == 1, costs.table()
     assert costs.synchronous_launches() == 0, costs.table()
 
 

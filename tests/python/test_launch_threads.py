@@ -9,12 +9,15 @@ import sys
 
 import pytest
 import torch
-from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils._pytree import tree_flatten, tree_map
 
-from daemon_fixture import module_daemon, python_env, run_python
+from daemon_fixture import process_daemon, python_env, run_python
 
-DAEMON, setup_module, teardown_module = module_daemon(devices=1)
+# Before torch.testing._internal, whose import asks whether openreg is
+# available (which connects: to the default socket's daemon, before).
+DAEMON = process_daemon(devices=1)
+
+from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402,E501
 
 GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
 

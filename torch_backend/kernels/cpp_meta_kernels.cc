@@ -154,11 +154,56 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> FlashAttentionForCpuBackwardMeta(
   return {permuted(query), permuted(key), permuted(value)};
 }
 
+// The fused SGD and Adagrad steps (`fused=True`): in place on their lists,
+// no results. torch 2.13 has no Meta kernel for them (the call raises), so
+// every step ran synchronously. With nothing to compute here, a step is
+// asynchronous; CPU's kernel checks the arguments at the first launch of
+// each signature, which is checked (remote_fallback.cc).
+template <typename LearningRate>
+void FusedSgdMeta(at::TensorList /*self*/, at::TensorList /*grads*/,
+                  at::TensorList /*momentum_buffer_list*/,
+                  double /*weight_decay*/, double /*momentum*/,
+                  LearningRate /*lr*/, double /*dampening*/, bool /*nesterov*/,
+                  bool /*maximize*/, bool /*is_first_step*/,
+                  const std::optional<at::Tensor> & /*grad_scale*/,
+                  const std::optional<at::Tensor> & /*found_inf*/) {}
+
+template <typename LearningRate>
+void FusedAdagradMeta(at::TensorList /*self*/, at::TensorList /*grads*/,
+                      at::TensorList /*state_sums*/,
+                      at::TensorList /*state_steps*/, LearningRate /*lr*/,
+                      double /*lr_decay*/, double /*weight_decay*/,
+                      double /*eps*/, bool /*maximize*/,
+                      const std::optional<at::Tensor> & /*grad_scale*/,
+                      const std::optional<at::Tensor> & /*found_inf*/) {}
+
 // Functional and in-place variants of the ops models use most (the
 // signatures are the at::meta declarations of ATen/ops/*_meta_dispatch.h),
 // and the ones written above.
 std::vector<ListedKernel> ListedKernels() {
+  using FusedSgd =
+      void(at::TensorList, at::TensorList, at::TensorList, double, double,
+           double, double, bool, bool, bool, const std::optional<at::Tensor> &,
+           const std::optional<at::Tensor> &);
+  using FusedSgdTensorLr = void(
+      at::TensorList, at::TensorList, at::TensorList, double, double,
+      const at::Tensor &, double, bool, bool, bool,
+      const std::optional<at::Tensor> &, const std::optional<at::Tensor> &);
+  using FusedAdagrad = void(at::TensorList, at::TensorList, at::TensorList,
+                            at::TensorList, double, double, double, double,
+                            bool, const std::optional<at::Tensor> &,
+                            const std::optional<at::Tensor> &);
+  using FusedAdagradTensorLr = void(
+      at::TensorList, at::TensorList, at::TensorList, at::TensorList,
+      const at::Tensor &, double, double, double, bool,
+      const std::optional<at::Tensor> &, const std::optional<at::Tensor> &);
   return {
+      Entry<FusedSgd, &FusedSgdMeta<double>>("_fused_sgd_", ""),
+      Entry<FusedSgdTensorLr, &FusedSgdMeta<const at::Tensor &>>("_fused_sgd_",
+                                                                 "tensor_lr"),
+      Entry<FusedAdagrad, &FusedAdagradMeta<double>>("_fused_adagrad_", ""),
+      Entry<FusedAdagradTensorLr, &FusedAdagradMeta<const at::Tensor &>>(
+          "_fused_adagrad_", "tensor_lr"),
       Entry<std::tuple<at::Tensor, at::Tensor, at::Tensor>(
                 const at::Tensor &, c10::SymIntArrayRef,
                 const std::optional<at::Tensor> &,

@@ -10,10 +10,12 @@
 // with its shapes cached. The C++ kernel is the one CPU's kernel runs
 // (output shapes, dtypes and strides as CPU computes them), at a few
 // microseconds. The ops listed in cpp_meta_kernels.cc call it directly;
-// three without a C++ Meta kernel get one written there (native_layer_norm
-// with CPU's kernel's own helpers; CPU's flash attention and its backward,
-// openreg's SDPA route, as torch's Python kernels describe them). torch's
-// own Meta dispatch (FakeTensor, torch.compile) is left as it is.
+// some without a C++ Meta kernel get one written there (native_layer_norm
+// and its backward with CPU's kernel's own helpers; CPU's flash attention
+// and its backward, openreg's SDPA route, as torch's Python kernels
+// describe them; embedding_dense_backward; the fused SGD and Adagrad
+// steps, which have no Meta kernel at all). torch's own Meta dispatch
+// (FakeTensor, torch.compile) is left as it is.
 #ifndef OPENREG_TORCH_BACKEND_KERNELS_CPP_META_KERNELS_H_
 #define OPENREG_TORCH_BACKEND_KERNELS_CPP_META_KERNELS_H_
 
