@@ -195,7 +195,9 @@ def test_a_fused_optimizers_step_is_one_launch_of_cpus_fused_kernel(
         make_optimizer):
     """openreg is a fused-optimizer device too (torch.optim lists the
     PrivateUse1 backend): `fused=True` runs CPU's fused kernel in the
-    daemon, one launch for every parameter, with CPU's bits."""
+    daemon, one launch for every parameter, with CPU's bits, and none of
+    its launches waits for the daemon once warm, under a learning-rate
+    schedule too."""
     torch.manual_seed(0)
     cpu_model = torch.nn.Sequential(
         *[torch.nn.Linear(16, 16) for _ in range(6)])
@@ -215,12 +217,62 @@ def test_a_fused_optimizers_step_is_one_launch_of_cpus_fused_kernel(
     for expected, actual in zip(cpu_model.parameters(),
                                 device_model.parameters()):
         assert bitwise_equal(actual.detach(), expected.detach())
+    # A schedule changes the learning rate at every step; 0.1 or 0.01 times
+    # 0.99**n stays within one binary exponent (the class the cache keys
+    # it by) for n <= 24, so once step 1 is checked, none waits.
+    schedule = torch.optim.lr_scheduler.ExponentialLR(device_optimizer, 0.99)
+    device_optimizer.step()
+    schedule.step()
     torch.openreg.synchronize()
     with torch.openreg.command_costs() as costs:
-        device_optimizer.step()
+        for _ in range(10):
+            device_optimizer.step()
+            schedule.step()
     fused = [op for op in costs.ops if op["op"].startswith("aten::_fused_")]
-    assert len(fused) == 1 and fused[0]["count"] == 1, costs.table()
+    assert len(fused) == 1 and fused[0]["count"] == 10, costs.table()
     assert costs.synchronous_launches() == 0, costs.table()
+
+
+def test_a_list_longer_than_one_launch_goes_in_chunks_with_cpus_results():
+    """A launch must fit its stream's ring: 3,000 parameters in one launch
+    were refused ("exceeds the stream ring's limit"). Lists go in chunks
+    of 256, as CUDA's multi_tensor_apply splits them; a functional op's
+    results come back in order; a fused step's unused state lists (empty)
+    go with every chunk."""
+    count = 3000
+    generator = torch.Generator().manual_seed(0)
+    lists = [[torch.randn(4, generator=generator) for _ in range(count)]
+             for _ in range(5)]
+    params, grads, exp_avgs, exp_avg_sqs, divisors = lists
+    divisors = [d.abs() + 1 for d in divisors]
+    steps = [torch.tensor(float(i % 7 + 1)) for i in range(count)]
+    weights = [0.5 + i / count for i in range(count)]
+    device = {name: [t.to("openreg") for t in tensors] for name, tensors in
+              [("params", params), ("grads", grads), ("exp_avgs", exp_avgs),
+               ("exp_avg_sqs", exp_avg_sqs), ("divisors", divisors),
+               ("steps", steps)]}
+
+    def run(p, g, m, v, d, s):
+        torch._foreach_addcdiv_(p, g, d, weights)
+        roots = torch._foreach_sqrt(d)
+        torch._fused_adamw_(p, g, m, v, [], s, lr=1e-2, beta1=0.9,
+                            beta2=0.999, weight_decay=0.01, eps=1e-8,
+                            amsgrad=False, maximize=False)
+        return roots
+
+    expected = run(params, grads, exp_avgs, exp_avg_sqs, divisors, steps)
+    torch.openreg.synchronize()
+    with torch.openreg.command_costs() as costs:
+        actual = run(*device.values())
+        torch.openreg.synchronize()
+    launches = {op["op"]: op["count"] for op in costs.ops}
+    assert launches == {"aten::_foreach_addcdiv_.ScalarList": 12,
+                        "aten::_foreach_sqrt": 12,
+                        "aten::_fused_adamw_": 12}, launches
+    assert len(actual) == count
+    for got, want in zip([*actual, *device["params"], *device["exp_avgs"]],
+                         [*expected, *params, *exp_avgs]):
+        assert bitwise_equal(got, want)
 
 
 def test_a_foreach_op_whose_lists_overlap_is_refused_at_the_call():

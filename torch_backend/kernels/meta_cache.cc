@@ -96,7 +96,11 @@ bool ScalarValuesUnchecked(const c10::OperatorHandle& op) {
       "aten::add",      "aten::add_",    "aten::sub",      "aten::sub_",
       "aten::rsub",     "aten::mul",     "aten::mul_",     "aten::div",
       "aten::div_",     "aten::addcdiv", "aten::addcdiv_", "aten::addcmul",
-      "aten::addcmul_", "aten::lerp",    "aten::lerp_"};
+      "aten::addcmul_", "aten::lerp",    "aten::lerp_",
+      // CPU's fused optimizer steps check their lists' lengths, never the
+      // learning rate, betas, weight decay or eps that a schedule changes.
+      "aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_sgd_",
+      "aten::_fused_adagrad_"};
   // Their foreach forms (foreach_ops.h) take the same scalars, or a list of
   // them (the per-parameter step sizes of Adam's multi-tensor step).
   constexpr std::string_view kForeach = "aten::_foreach_";
