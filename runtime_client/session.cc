@@ -165,7 +165,9 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
     return MakeError(Error::kInvalidValue,
                      absl::StrCat("openreg: a command of ", payload.size(),
                                   " bytes exceeds the stream ring's limit of ",
-                                  stream.writer.MaxPayload(), " bytes"));
+                                  stream.writer.MaxPayload(),
+                                  " bytes (an op over this many tensors: "
+                                  "split it into calls over fewer)"));
   }
   // Read only once the ring was found full: most commands never wait, and
   // a clock read is a measurable part of a small op's cost.

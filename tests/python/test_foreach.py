@@ -275,6 +275,17 @@ def test_a_list_longer_than_one_launch_goes_in_chunks_with_cpus_results():
         assert bitwise_equal(got, want)
 
 
+def test_an_op_too_large_for_one_launch_is_refused_at_the_call():
+    """What is not chunked (a `cat` of 20,000 tensors) is refused at its
+    call, saying what to do, and the stream goes on."""
+    pieces = [torch.ones(1, device="openreg")] * 20000
+    with pytest.raises(ValueError, match="exceeds the stream ring's limit.*"
+                       "split it into calls over fewer"):
+        torch.cat(pieces)
+    halves = [torch.cat(pieces[:2000]), torch.cat(pieces[2000:4000])]
+    assert torch.cat(halves).sum().item() == 4000
+
+
 def test_a_foreach_op_whose_lists_overlap_is_refused_at_the_call():
     """A signature first launched without overlap is cached; the same
     signature whose written list partly overlaps another argument is a
