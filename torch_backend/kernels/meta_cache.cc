@@ -88,15 +88,11 @@ void PutTensor(const at::Tensor& tensor, bool keep_storage, bool by_class,
 // division by zero, an integral alpha for integer tensors). Keyed by those,
 // a step's new step size finds the result checked at the first step.
 bool ScalarValuesUnchecked(const c10::OperatorHandle& op) {
-  thread_local absl::flat_hash_map<const c10::FunctionSchema*, bool> known;
-  const c10::FunctionSchema* schema = &op.schema();
-  auto it = known.find(schema);
-  if (it != known.end()) return it->second;
   static constexpr std::string_view kOps[] = {
-      "aten::add",      "aten::add_",    "aten::sub",      "aten::sub_",
-      "aten::rsub",     "aten::mul",     "aten::mul_",     "aten::div",
-      "aten::div_",     "aten::addcdiv", "aten::addcdiv_", "aten::addcmul",
-      "aten::addcmul_", "aten::lerp",    "aten::lerp_",
+      "aten::add", "aten::add_", "aten::sub", "aten::sub_", "aten::rsub",
+      "aten::mul", "aten::mul_", "aten::div", "aten::div_", "aten::addcdiv",
+      "aten::addcdiv_", "aten::addcmul", "aten::addcmul_", "aten::lerp",
+      "aten::lerp_",
       // CPU's fused optimizer steps check their lists' lengths, never the
       // learning rate, betas, weight decay or eps that a schedule changes.
       "aten::_fused_adam_", "aten::_fused_adamw_", "aten::_fused_sgd_",
@@ -110,7 +106,32 @@ bool ScalarValuesUnchecked(const c10::OperatorHandle& op) {
   }
   bool unchecked = false;
   for (std::string_view candidate : kOps) unchecked |= name == candidate;
-  return known.emplace(schema, unchecked).first->second;
+  return unchecked;
+}
+
+// What the key of an op's calls depends on, worked out once per schema.
+struct SchemaTraits {
+  bool scalars_by_class = false;  // ScalarValuesUnchecked
+  bool has_tensor_list = false;   // PutListAliasing has work to do
+};
+
+const SchemaTraits& TraitsOf(const c10::OperatorHandle& op) {
+  // Per thread: no lock on the per-op path.
+  thread_local absl::flat_hash_map<const c10::FunctionSchema*, SchemaTraits>
+      known;
+  const c10::FunctionSchema* schema = &op.schema();
+  auto it = known.find(schema);
+  if (it != known.end()) return it->second;
+  SchemaTraits traits;
+  traits.scalars_by_class = ScalarValuesUnchecked(op);
+  for (const c10::Argument& argument : schema->arguments()) {
+    const c10::TypePtr& type = argument.real_type();
+    traits.has_tensor_list =
+        traits.has_tensor_list ||
+        (type->kind() == c10::TypeKind::ListType &&
+         type->containedType(0)->kind() == c10::TypeKind::TensorType);
+  }
+  return known.emplace(schema, traits).first->second;
 }
 
 // A floating-point scalar as the key keeps it: exactly, unless `by_class`
@@ -221,11 +242,6 @@ void PutAliasing(const c10::FunctionSchema& schema,
 // pair. Pairs of plain tensor arguments are PutAliasing's.
 void PutListAliasing(const c10::FunctionSchema& schema,
                      c10::ArrayRef<c10::IValue> arguments, KeyWriter* key) {
-  bool has_list = false;
-  for (const c10::IValue& argument : arguments) {
-    has_list = has_list || argument.isTensorList();
-  }
-  if (!has_list) return;
   struct Position {
     uint16_t argument;
     uint16_t element;
@@ -297,13 +313,16 @@ bool BuildMetaCacheKey(const c10::OperatorHandle& op,
   const at::Context& context = at::globalContext();
   key.Put(context.deterministicAlgorithms());
   key.Put(context.deterministicAlgorithmsWarnOnly());
-  const bool by_class = ScalarValuesUnchecked(op);
+  const SchemaTraits& traits = TraitsOf(op);
+  const bool by_class = traits.scalars_by_class;
   key.Put(by_class);
   for (const c10::IValue& argument : arguments) {
     if (!PutValue(argument, keep_storage, by_class, &key)) return false;
   }
   PutAliasing(op.schema(), arguments, &key);
-  PutListAliasing(op.schema(), arguments, &key);
+  if (traits.has_tensor_list) {
+    PutListAliasing(op.schema(), arguments, &key);
+  }
   return true;
 }
 
