@@ -6,7 +6,6 @@ recompilation, other devices and dtypes; the compile cache shared with a
 second process; what openreg refuses (cpp_wrapper, the FX wrapper); errors
 and faults in compiled kernels."""
 
-import contextlib
 import copy
 import os
 import re
@@ -29,6 +28,7 @@ from torch._dynamo.testing import CompileCounterWithBackend  # noqa: E402
 from torch._inductor.utils import run_and_get_code  # noqa: E402
 
 from daemon_fixture import Daemon, process_daemon, run_python  # noqa: E402
+from intra_op_threads import GRAIN_SIZE, num_threads  # noqa: E402
 
 DAEMON = process_daemon(devices=2)
 faults = torch.openreg.faults
@@ -179,19 +179,6 @@ def test_a_compiled_kernel_runs_with_the_clients_flush_denormal():
             assert (expected == 0).all() == flush  # the setting mattered
     finally:
         torch.set_flush_denormal(False)  # ATen's default
-
-
-GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
-
-
-@contextlib.contextmanager
-def num_threads(threads):
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def _pointwise(x):

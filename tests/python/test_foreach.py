@@ -2,13 +2,13 @@
 launch per call whatever the list's length, run in the daemon as CPU eager
 runs them (CPU's bits), and misuse raised at the call."""
 
-import contextlib
 import sys
 
 import pytest
 import torch
 
 from daemon_fixture import process_daemon
+from intra_op_threads import GRAIN_SIZE, num_threads
 
 # Before torch.testing._internal, whose import asks whether openreg is
 # available (which connects).
@@ -16,21 +16,9 @@ DAEMON = process_daemon(devices=1)
 
 from torch.testing._internal import common_methods_invocations as cmi  # noqa: E402,E501
 
-GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
-
 FOREACH_OPS = (cmi.foreach_unary_op_db + cmi.foreach_binary_op_db +
                cmi.foreach_pointwise_op_db + cmi.foreach_reduce_op_db +
                cmi.foreach_other_op_db)
-
-
-@contextlib.contextmanager
-def num_threads(threads):
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def launches(run):

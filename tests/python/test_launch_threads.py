@@ -4,7 +4,6 @@ change the result (pointwise ops, matrix products, launches small enough
 that ATen runs them inline), the client's count elsewhere; and the results
 equal CPU eager's, bit for bit, at the client's count either way."""
 
-import contextlib
 import sys
 
 import pytest
@@ -12,24 +11,13 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from daemon_fixture import process_daemon, python_env, run_python
+from intra_op_threads import GRAIN_SIZE, num_threads
 
 # Before torch.testing._internal, whose import asks whether openreg is
 # available (which connects: to the default socket's daemon, before).
 DAEMON = process_daemon(devices=1)
 
 from torch.testing._internal.common_methods_invocations import op_db  # noqa: E402,E501
-
-GRAIN_SIZE = 32768  # at::internal::GRAIN_SIZE
-
-
-@contextlib.contextmanager
-def num_threads(threads):
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def kernel_threads(run):
