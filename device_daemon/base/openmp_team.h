@@ -19,6 +19,11 @@ namespace openreg::daemon {
 // parallel region starts a new team (a thread start, tens of microseconds).
 void ReleaseOpenMpTeam();
 
+// How many times the calling thread has released its team: a team's
+// worker threads are the same ones while this stays the same
+// (kernels/openmp_worker_placement.h caches them).
+unsigned OpenMpTeamReleases();
+
 }  // namespace openreg::daemon
 
 #endif  // OPENREG_DEVICE_DAEMON_BASE_OPENMP_TEAM_H_

@@ -13,6 +13,7 @@
 #include "data_plane/monotonic_clock.h"
 #include "data_plane/spin_wait.h"
 #include "device_daemon/base/openmp_team.h"
+#include "device_daemon/base/openmp_worker_placement.h"
 
 namespace openreg::daemon {
 namespace {
@@ -235,6 +236,8 @@ DeviceScheduler::WaitEnd DeviceScheduler::SleepLocked(
   if (idle_timed_out || (!watch && watching_ > 0)) {
     mutex_.Unlock();
     ReleaseOpenMpTeam();
+    // Held on one CPU while it had a team (base/openmp_worker_placement.h).
+    LetThisThreadRunAnywhere();
     mutex_.Lock();
     if (stopping_ || ready_count_ > 0) return end;
   }

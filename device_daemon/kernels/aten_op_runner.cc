@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "data_plane/monotonic_clock.h"
 #include "device_daemon/base/errors.h"
+#include "device_daemon/base/openmp_worker_placement.h"
 #include "device_daemon/execution/command_timing.h"
 #include "device_daemon/kernels/decoded_launch.h"
 #include "device_daemon/kernels/kernel_launch.h"
@@ -145,6 +146,7 @@ absl::Status AtenOpRunner::RunLaunch(const StreamContext& context,
                                     : op_codec::DefaultIntraOpThreads());
   const KernelSettingsGate::Pass pass = settings_gate_.Enter(settings);
   op_codec::ApplyThreadSettings(settings);
+  KeepOpenMpWorkersOffThisCpu(settings.intra_op_threads);
   settings_stage.Stop();
   absl::Status status;
   // What the launch spends outside its decode and kernel stages is its
@@ -189,7 +191,9 @@ absl::StatusOr<int> AtenOpRunner::ApplyModuleSettings(
       op_codec::DecodeKernelSettings(wire);
   if (!settings.ok()) return settings.status();
   op_codec::ApplyThreadSettings(*settings);
-  return at::get_num_threads();
+  const int threads = at::get_num_threads();
+  KeepOpenMpWorkersOffThisCpu(threads);
+  return threads;
 }
 
 }  // namespace openreg::daemon

@@ -35,6 +35,13 @@ ABSL_FLAG(std::string, openmp_wait, "spin",
           "fast but takes a core from clients on a small machine) or sleep "
           "(OMP_WAIT_POLICY=PASSIVE: every region wakes its workers; "
           "docs/ARCHITECTURE.md, \"The cost of one op\", has the trade-off).");
+ABSL_FLAG(bool, openmp_hold_cpu, false,
+          "Hold an executor that runs multi-threaded kernels on its CPU, "
+          "and its OpenMP workers off that CPU, until it idles 100 ms: the "
+          "first such kernel after a short idle gap then costs ~0.3 ms "
+          "instead of milliseconds on a small VM, but kernels on several "
+          "streams or devices at once run 10-15% slower "
+          "(base/openmp_worker_placement.h).");
 ABSL_FLAG(std::string, log_level, "warning",
           "error, warning, info (adds each session's attach and detach, "
           "each fault fired and each error returned to a client) or "
@@ -176,6 +183,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
         "--openmp_wait must be spin or sleep, got '", openmp_wait, "'"));
   }
   config.openmp_workers_sleep = openmp_wait == "sleep";
+  config.openmp_hold_cpu = absl::GetFlag(FLAGS_openmp_hold_cpu);
   absl::StatusOr<LogLevel> level =
       ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {

@@ -44,6 +44,8 @@ struct DaemonConfig {
   uint64_t kernel_workspace_limit = 0;
   // --openmp_wait=sleep (base/openmp_wait_policy.h).
   bool openmp_workers_sleep = false;
+  // --openmp_hold_cpu (base/openmp_worker_placement.h).
+  bool openmp_hold_cpu = false;
 };
 absl::StatusOr<DaemonConfig> ConfigFromFlags();
 

@@ -17,6 +17,7 @@
 #include "command_line/help_flag.h"
 #include "device_daemon/base/log.h"
 #include "device_daemon/base/openmp_wait_policy.h"
+#include "device_daemon/base/openmp_worker_placement.h"
 #include "device_daemon/collectives/collective_engine.h"
 #include "device_daemon/kernels/accelerator_semantics.h"
 #include "device_daemon/kernels/aten_op_runner.h"
@@ -48,6 +49,7 @@ int main(int argc, char** argv) {
   if (config->openmp_workers_sleep) {
     openreg::daemon::MakeOpenMpWorkersSleep(argv);
   }
+  openreg::daemon::HoldExecutorsOnTheirCpus(config->openmp_hold_cpu);
   openreg::daemon::SetLogLevel(config->log_level);
   if (!config->log_file.empty()) {
     if (absl::Status opened = openreg::daemon::SetLogFile(config->log_file);
