@@ -21,7 +21,7 @@ void ReleaseOpenMpTeam();
 
 // How many times the calling thread has released its team: a team's
 // worker threads are the same ones while this stays the same
-// (kernels/openmp_worker_placement.h caches them).
+// (base/openmp_worker_placement.h caches them).
 unsigned OpenMpTeamReleases();
 
 }  // namespace openreg::daemon

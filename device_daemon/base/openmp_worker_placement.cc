@@ -139,7 +139,6 @@ void LetThisThreadRunAnywhere() {
   TeamPlacement& placement = t_placement;
   if (!placement.pinned) return;
   placement.pinned = false;
-  // Its workers stay off that CPU until the next kernel looks again.
   sched_setaffinity(0, sizeof(cpu_set_t), &ProcessCpus());
 }
 
