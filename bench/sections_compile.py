@@ -7,9 +7,11 @@ replayed as an openreg graph) against openreg eager; a chain of
 100 small elementwise ops compiled (one fused kernel) against openreg
 eager; and the same steps compiled on CPU against CPU eager, which is
 what Inductor's fusion wins on this machine at most. Printed beside the
-table: what loading a compiled kernel into the
-daemon costs per kernel, and a second process's first compiled call with
-Inductor's cache warm (no compile). The issue's bars: the compiled MLP
+table: fusion's ceiling for the MLP step and the block (the share of
+openreg eager's kernel time in ops the compiled version still runs through
+ATen, from the daemon's cost profile), what loading a compiled kernel into
+the daemon costs per kernel, and a second process's first compiled call
+with Inductor's cache warm (no compile). The issue's bars: the compiled MLP
 step >= 1.3x faster than openreg eager (time ratio <= 0.77x) and faster
 than CPU eager; the compiled block's forward <= 0.7x openreg eager."""
 
@@ -95,6 +97,8 @@ def compiled_steps(torch, scale):
         lambda: _time(compiled_step, steps, sync))
     # The CPU rows give Inductor's own gain on this machine: what fusion
     # can win at most.
+    _print_fusion_ceiling(torch, "MLP training step", eager_step,
+                          compiled_step, bar=1 / 1.3)
     rows = [("MLP step, forward+loss compiled", "openreg eager", eager,
              compiled),
             ("MLP step, forward+loss compiled", "CPU eager", cpu, compiled),
@@ -103,6 +107,7 @@ def compiled_steps(torch, scale):
 
     torch.manual_seed(0)
     tokens = torch.randn(8, 32, 64)
+    _print_block_fusion_ceiling(torch, tokens)
     rows.append(("transformer block forward compiled", "openreg eager",
                  *_eager_and_compiled_forward(torch, "openreg", tokens,
                                               steps, scale)))
@@ -127,6 +132,57 @@ def compiled_steps(torch, scale):
                  "openreg eager", chain_eager, chain_compiled))
     _print_module_loads_and_cache(torch)
     return rows
+
+
+def _kernel_ns_by_op(torch, fn, repeats=5):
+    """Daemon kernel nanoseconds of `repeats` calls of `fn`, by ATen op
+    (an overload's kernel counted with its op: `aten::mm.out` is
+    `aten::mm`) or compiled kernel, from the daemon's cost profile."""
+    fn()
+    torch.openreg.synchronize()
+    with torch.openreg.command_costs() as costs:
+        for _ in range(repeats):
+            fn()
+        torch.openreg.synchronize()
+    totals = {}
+    for op in costs.ops:
+        name = op["op"].split(".")[0]
+        totals[name] = totals.get(name, 0) + op["kernel_ns"]
+    return totals
+
+
+def _print_fusion_ceiling(torch, name, eager, compiled, bar):
+    """What fusion can win at most, measured in this run: the share of
+    openreg eager's kernel time spent in ATen ops that the compiled step
+    still runs as the same kernels (matrix products and attention, which
+    Inductor calls as extern kernels, the uncompiled optimizer, fallbacks).
+    Were every fused kernel free, the compiled step's kernels would take
+    that share of eager's: its time ratio cannot go below it while the
+    daemon's kernels bound the step."""
+    eager_ns = _kernel_ns_by_op(torch, eager)
+    still_aten = {op for op in _kernel_ns_by_op(torch, compiled)
+                  if op.startswith("aten::")}
+    total = sum(eager_ns.values())
+    kept = sum(ns for op, ns in eager_ns.items() if op in still_aten)
+    share = kept / total if total else float("nan")
+    largest = sorted(still_aten & eager_ns.keys(),
+                     key=lambda op: -eager_ns[op])[:3]
+    print(f"fusion's ceiling, {name}: {share:.0%} of openreg eager's kernel "
+          f"time is in ops the compiled version still runs through ATen "
+          f"({', '.join(op[len('aten::'):] for op in largest)}, ...): "
+          f"compiled/eager >= {share:.2f}x if every fused kernel were free "
+          f"(the issue's bar: <= {bar:.2f}x)")
+
+
+def _print_block_fusion_ceiling(torch, tokens):
+    torch.manual_seed(0)
+    block = transformer_block(torch).to("openreg").eval()
+    device_tokens = tokens.to("openreg")
+    compiled = torch.compile(block)
+    with torch.no_grad():
+        _print_fusion_ceiling(torch, "transformer block forward",
+                              lambda: block(device_tokens),
+                              lambda: compiled(device_tokens), bar=0.7)
 
 
 def _print_module_loads_and_cache(torch):
