@@ -95,10 +95,10 @@ def compiled_steps(torch, scale):
         lambda: _time(cpu_compiled_step, steps),
         lambda: _time(eager_step, steps, sync),
         lambda: _time(compiled_step, steps, sync))
-    # The CPU rows give Inductor's own gain on this machine: what fusion
-    # can win at most.
     _print_fusion_ceiling(torch, "MLP training step", eager_step,
                           compiled_step, bar=1 / 1.3)
+    # The CPU rows give Inductor's own gain on this machine: what fusion
+    # can win at most.
     rows = [("MLP step, forward+loss compiled", "openreg eager", eager,
              compiled),
             ("MLP step, forward+loss compiled", "CPU eager", cpu, compiled),
