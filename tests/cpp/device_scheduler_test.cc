@@ -364,7 +364,10 @@ TEST_F(DeviceSchedulerTest, AClientsNextRingGoesToTheExecutorOfItsLastSlice) {
   // then stops spinning between regions. Across the idle executor's
   // periodic checks (every 100 ms), a client's slices stay on one thread.
   // A periodic check that finds the client's work before the ring's wake
-  // does may move it, once (then it stays on its new executor).
+  // does may move it; and the executor it left, woken by that ring for
+  // nothing, may be back in the epoll wait after the new one and take the
+  // next ring (CI once saw "a...ab a...a"). Before, each periodic check
+  // moved it (4 moves in 40 slices).
   DeviceScheduler scheduler(0, 2, &doorbell_);
   ASSERT_TRUE(scheduler.WatchRing(ring_fd_).ok());
   auto runner = MakeRunner("r");
@@ -390,7 +393,7 @@ TEST_F(DeviceSchedulerTest, AClientsNextRingGoesToTheExecutorOfItsLastSlice) {
     if (i > 0 && threads[i] != threads[i - 1]) ++moves;
     order += threads[i] == threads.front() ? 'a' : 'b';
   }
-  EXPECT_LE(moves, 1) << order;
+  EXPECT_LE(moves, 2) << order;
 }
 
 TEST_F(DeviceSchedulerTest, WhileOneExecutorRunsALongSliceAnotherServesRings) {
