@@ -239,7 +239,7 @@ int Costs(Stub& stub, const std::string& verb) {
     std::cout << "cost profile " << (reply.enabled() ? "on" : "off") << ", "
               << reply.seconds() << " s counted; microseconds per command:\n"
               << "op  device  count  synchronous  read wait hook settings "
-                 "decode kernel reply complete  threads\n";
+                 "decode kernel reply complete  threads  fewer\n";
     for (const proto::OpCost& op : reply.ops()) {
       const double count =
           static_cast<double>(std::max<uint64_t>(1, op.count()));
@@ -251,7 +251,8 @@ int Costs(Stub& stub, const std::string& verb) {
                 << us(op.wait_ns()) << " " << us(op.hook_ns()) << " "
                 << us(op.settings_ns()) << " " << us(op.decode_ns()) << " "
                 << us(op.kernel_ns()) << " " << us(op.reply_ns()) << " "
-                << us(op.complete_ns()) << "  " << op.kernel_threads() << "\n";
+                << us(op.complete_ns()) << "  " << op.kernel_threads() << "  "
+                << op.fewer_threads() << "\n";
     }
     for (const proto::StreamCost& stream : reply.streams()) {
       std::cout << "stream " << stream.stream() << " of pid " << stream.pid()

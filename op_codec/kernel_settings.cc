@@ -29,9 +29,8 @@ bool ThreadFlushesDenormals() {
 #endif
 }
 
-// Sets the calling thread's intra-op threads for OpenMP and MKL only.
-// at::set_num_threads would also resize process-wide pools (pthreadpool)
-// from whichever executor thread calls it.
+}  // namespace
+
 void SetThreadIntraOpThreads(int threads) {
   using OmpSetThreads = void (*)(int);
   using MklSetThreads = int (*)(int);
@@ -44,8 +43,6 @@ void SetThreadIntraOpThreads(int threads) {
   if (omp_set != nullptr) omp_set(threads);
   if (mkl_set != nullptr) mkl_set(threads);
 }
-
-}  // namespace
 
 int DefaultIntraOpThreads() {
   static const int threads = [] {

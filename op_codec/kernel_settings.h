@@ -77,6 +77,11 @@ absl::StatusOr<KernelSettings> DecodeKernelSettings(
 // through its KernelSettingsGate.
 void ApplyProcessSettings(const KernelSettings& settings);
 void ApplyThreadSettings(const KernelSettings& settings);
+// Sets the calling thread's intra-op threads for OpenMP and MKL only
+// (what ApplyThreadSettings does for the count). at::set_num_threads would
+// also resize process-wide pools (pthreadpool) from whichever executor
+// thread calls it.
+void SetThreadIntraOpThreads(int threads);
 // The per-thread flush-denormal bits alone (what a loop outside ATen
 // needs: device_daemon/kernels/pointwise_kernel.h).
 void ApplyThreadFlushDenormal(bool flush_denormal);

@@ -54,6 +54,7 @@ void CommandCosts::RecordCommand(const StreamKey& stream,
   }
   if (timing.kernel_threads > 0) totals.kernel_threads = timing.kernel_threads;
   if (timing.synchronous) ++totals.synchronous;
+  if (timing.fewer_threads) ++totals.fewer_threads;
   proto::StreamCost& entry = StreamLocked(stream);
   entry.set_commands(entry.commands() + 1);
 }
@@ -69,6 +70,7 @@ void CommandCosts::RecordReplayed(int device, absl::string_view label,
         static_cast<uint64_t>(std::max<int64_t>(0, timing.nanoseconds[stage]));
   }
   if (timing.kernel_threads > 0) totals.kernel_threads = timing.kernel_threads;
+  if (timing.fewer_threads) ++totals.fewer_threads;
 }
 
 void CommandCosts::RecordCompletion(const StreamKey& stream,
@@ -132,6 +134,7 @@ proto::CostProfileReply CommandCosts::Snapshot() const {
     op.set_complete_ns(ns[static_cast<int>(CostStage::kComplete)]);
     op.set_kernel_threads(static_cast<uint32_t>(totals.kernel_threads));
     op.set_synchronous(totals.synchronous);
+    op.set_fewer_threads(totals.fewer_threads);
   }
   for (const auto& [id, stream] : streams_) *reply.add_streams() = stream;
   for (int device = 0; device < devices_->count(); ++device) {

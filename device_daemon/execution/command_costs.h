@@ -82,6 +82,7 @@ class CommandCosts {
     std::array<uint64_t, kCostStages> nanoseconds{};
     int kernel_threads = 0;
     uint64_t synchronous = 0;
+    uint64_t fewer_threads = 0;
   };
   using StreamId = std::tuple<uint64_t, uint32_t>;  // session, slot
   using ExecutorBaseline =

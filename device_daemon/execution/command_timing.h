@@ -34,13 +34,19 @@ inline constexpr int kCostStages = 8;
 struct CommandTiming {
   bool enabled = false;
   std::array<int64_t, kCostStages> nanoseconds{};
-  int kernel_threads = 0;    // intra-op threads the kernel ran with, if any
+  // Intra-op threads the launch asked for (kernels/launch_threads.h), if
+  // any.
+  int kernel_threads = 0;
   bool synchronous = false;  // a launch the client waits for
+  // The kernel ran with one thread fewer than that, leaving a core to the
+  // busy client (kernels/core_sharing.h).
+  bool fewer_threads = false;
 
   void Clear() {
     nanoseconds.fill(0);
     kernel_threads = 0;
     synchronous = false;
+    fewer_threads = false;
   }
   void Add(CostStage stage, int64_t elapsed) {
     nanoseconds[static_cast<int>(stage)] += elapsed;

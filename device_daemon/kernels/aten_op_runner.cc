@@ -41,8 +41,9 @@ int64_t DecodeAndKernel(const CommandTiming& timing) {
 
 }  // namespace
 
-AtenOpRunner::AtenOpRunner(uint64_t workspace_limit_bytes)
-    : workspace_limit_bytes_(workspace_limit_bytes) {
+AtenOpRunner::AtenOpRunner(uint64_t workspace_limit_bytes, bool share_cores)
+    : workspace_limit_bytes_(workspace_limit_bytes),
+      core_sharing_(share_cores) {
   c10::WarningUtils::set_warnAlways(true);
   KernelWorkspace::Install();
 }
@@ -127,7 +128,14 @@ absl::Status AtenOpRunner::RunLaunch(const StreamContext& context,
     }
   }
   LaunchReply reply(context, op, decoder);
-  KernelLaunch launch(op, resolved, decoder, reply, context.timing);
+  // Busy: not asleep waiting for this stream's work, for room in its ring,
+  // nor for this launch's reply.
+  const bool client_busy =
+      !op.synchronous() && context.slot != nullptr &&
+      context.slot->completed.sleepers.load(std::memory_order_relaxed) == 0 &&
+      context.slot->ring.head.sleepers.load(std::memory_order_relaxed) == 0;
+  KernelLaunch launch(op, resolved, decoder, reply, context.timing,
+                      &core_sharing_, client_busy);
   op_codec::KernelSettings settings;
   if (op.has_settings()) {
     absl::StatusOr<op_codec::KernelSettings> decoded =

@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "device_daemon/execution/op_runner.h"
+#include "device_daemon/kernels/core_sharing.h"
 #include "device_daemon/kernels/kernel_settings_gate.h"
 
 namespace openreg::daemon {
@@ -22,8 +23,10 @@ class AtenOpRunner : public OpRunner {
   // the first client only. Such warnings are marked (warn_once_probe.h)
   // and each client raises them once per process.
   // Each kernel may hold at most `workspace_limit_bytes` of host memory in
-  // the daemon (kernel_workspace.h; 0 = unlimited).
-  explicit AtenOpRunner(uint64_t workspace_limit_bytes = 0);
+  // the daemon (kernel_workspace.h; 0 = unlimited). `share_cores`: a busy
+  // client's launches may run with one thread fewer (core_sharing.h).
+  explicit AtenOpRunner(uint64_t workspace_limit_bytes = 0,
+                        bool share_cores = true);
 
   // Looks the op up in the dispatcher, builds its argument stack (every
   // tensor validated against the session and pinned while the kernel
@@ -55,6 +58,7 @@ class AtenOpRunner : public OpRunner {
 
   KernelSettingsGate settings_gate_;
   const uint64_t workspace_limit_bytes_;
+  CoreSharing core_sharing_;
 };
 
 }  // namespace openreg::daemon

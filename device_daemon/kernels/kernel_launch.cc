@@ -261,11 +261,20 @@ absl::Status KernelLaunch::RunOutVariant(const c10::OperatorHandle& out_variant,
 void KernelLaunch::Call(const c10::OperatorHandle& handle,
                         torch::jit::Stack* stack) {
   const StageTimer kernel(timing_, CostStage::kKernel);
+  const int requested = at::get_num_threads();
   if (timing_ != nullptr && timing_->enabled) {
-    timing_->kernel_threads = at::get_num_threads();
+    timing_->kernel_threads = requested;
   }
   if (!op_.has_default_generator()) {
-    handle.callBoxed(stack);
+    if (core_sharing_ == nullptr) {
+      handle.callBoxed(stack);
+      return;
+    }
+    const int threads =
+        core_sharing_->Run(handle, stack, requested, client_busy_);
+    if (timing_ != nullptr && timing_->enabled) {
+      timing_->fewer_threads = threads < requested;
+    }
     return;
   }
   std::lock_guard<std::mutex> lock(g_default_generator_mutex);

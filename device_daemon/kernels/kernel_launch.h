@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "device_daemon/execution/command_timing.h"
 #include "device_daemon/execution/fault_hook.h"
+#include "device_daemon/kernels/core_sharing.h"
 #include "device_daemon/kernels/launch_decoder.h"
 #include "device_daemon/kernels/launch_reply.h"
 #include "device_daemon/kernels/op_table.h"
@@ -39,14 +40,19 @@ class KernelLaunch {
   // `resolved` is the op's dispatcher entry (ResolveOp), null when no
   // operator has its name: the launch then fails at Run. `timing` (may be
   // null) gets the decode and kernel stages.
+  // `core_sharing` (may be null: never fewer threads) chooses the
+  // kernel's threads while `client_busy` (core_sharing.h).
   KernelLaunch(const proto::LaunchOp& op, const ResolvedOp* resolved,
                LaunchDecoder& decoder, LaunchReply& reply,
-               CommandTiming* timing)
+               CommandTiming* timing, CoreSharing* core_sharing,
+               bool client_busy)
       : op_(op),
         decoder_(decoder),
         reply_(reply),
         timing_(timing),
-        resolved_(resolved) {}
+        resolved_(resolved),
+        core_sharing_(core_sharing),
+        client_busy_(client_busy) {}
 
   // On success, `written` (if not null) gets the tensors the kernel wrote.
   absl::Status Run(uint64_t sequence, WrittenTensors* written);
@@ -75,8 +81,9 @@ class KernelLaunch {
   // growable stand-ins are needed (a resize would fail the launch).
   absl::Status RunOutVariant(const c10::OperatorHandle& out_variant,
                              torch::jit::Stack* stack);
-  // Calls the kernel; ops that borrow the daemon's CPU default generator
-  // get it seeded from the launch's draw, under its lock.
+  // Calls the kernel, with one thread fewer while a busy client shares
+  // the cores (core_sharing.h); ops that borrow the daemon's CPU default
+  // generator get it seeded from the launch's draw, under its lock.
   void Call(const c10::OperatorHandle& handle, torch::jit::Stack* stack);
 
   const proto::LaunchOp& op_;
@@ -84,6 +91,8 @@ class KernelLaunch {
   LaunchReply& reply_;
   CommandTiming* const timing_;
   const ResolvedOp* const resolved_;
+  CoreSharing* const core_sharing_;
+  const bool client_busy_;
   OutArguments out_arguments_;
 };
 

@@ -21,8 +21,10 @@
 //   bias's gradients).
 //
 // Everything else (large reductions, matrix products, convolutions, ...)
-// runs with the client's count. tests/python/test_launch_threads.py checks
-// the choice and that results are CPU's bits at the client's count.
+// runs with the client's count, or one fewer while the client is busy
+// where a probe found the same bits (core_sharing.h).
+// tests/python/test_launch_threads.py checks the choice and that results
+// are CPU's bits at the client's count.
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_THREADS_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_LAUNCH_THREADS_H_
 

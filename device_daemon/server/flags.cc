@@ -42,6 +42,12 @@ ABSL_FLAG(bool, openmp_hold_cpu, false,
           "instead of milliseconds on a small VM, but kernels on several "
           "streams or devices at once run 10-15% slower "
           "(base/openmp_worker_placement.h).");
+ABSL_FLAG(bool, share_cores, true,
+          "While a client is busy (not asleep waiting for its stream), run "
+          "its launches with one intra-op thread fewer than its count where "
+          "a probe of the launch's signature found the same bits at both "
+          "counts, leaving the client a core (kernels/core_sharing.h). "
+          "Results are CPU's bits either way; false keeps every count.");
 ABSL_FLAG(std::string, log_level, "warning",
           "error, warning, info (adds each session's attach and detach, "
           "each fault fired and each error returned to a client) or "
@@ -184,6 +190,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
   }
   config.openmp_workers_sleep = openmp_wait == "sleep";
   config.openmp_hold_cpu = absl::GetFlag(FLAGS_openmp_hold_cpu);
+  config.share_cores = absl::GetFlag(FLAGS_share_cores);
   absl::StatusOr<LogLevel> level =
       ParseLogLevel(absl::GetFlag(FLAGS_log_level));
   if (!level.ok()) {

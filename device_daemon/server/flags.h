@@ -46,6 +46,8 @@ struct DaemonConfig {
   bool openmp_workers_sleep = false;
   // --openmp_hold_cpu (base/openmp_worker_placement.h).
   bool openmp_hold_cpu = false;
+  // --share_cores (kernels/core_sharing.h).
+  bool share_cores = true;
 };
 absl::StatusOr<DaemonConfig> ConfigFromFlags();
 

@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
       openreg::daemon::Daemon::Start(
           config->options,
           std::make_unique<openreg::daemon::AtenOpRunner>(
-              config->kernel_workspace_limit),
+              config->kernel_workspace_limit, config->share_cores),
           [](openreg::daemon::Communicators* communicators) {
             return std::make_unique<openreg::daemon::CollectiveEngine>(
                 communicators);

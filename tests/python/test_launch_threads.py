@@ -1,12 +1,15 @@
 """The intra-op threads a kernel runs with in the daemon
 (device_daemon/kernels/launch_threads.h): one thread wherever that cannot
 change the result (pointwise ops, matrix products, launches small enough
-that ATen runs them inline), the client's count elsewhere; and the results
-equal CPU eager's, bit for bit, at the client's count either way."""
+that ATen runs them inline), the client's count elsewhere, one fewer while
+the client is busy where a probe found the same bits
+(device_daemon/kernels/core_sharing.h); and the results equal CPU eager's,
+bit for bit, at the client's count either way."""
 
 import ast
 import os
 import sys
+import time
 
 import pytest
 import torch
@@ -203,6 +206,91 @@ def test_large_launches_equal_cpu_bitwise_at_three_threads():
             expected = compute(*inputs)
             actual = compute(*[t.to("openreg") for t in inputs])
             assert_bitwise_equal(actual, expected)
+
+
+def _stay_busy(seconds):
+    """Keeps the client running Python, as a training loop does between its
+    launches, instead of asleep waiting for the stream."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _products_and_layer_norm_backward(device, launches, busy_seconds):
+    """`launches` rounds of a matrix product and layer norm's backward on
+    `device`, the client busy in Python after each; the last round's
+    results, on the CPU."""
+    generator = torch.Generator().manual_seed(5)
+    a = torch.randn(256, 64, generator=generator).to(device)
+    b = torch.randn(64, 192, generator=generator).to(device)
+    x = torch.randn(8, 32, 64, generator=generator).to(device)
+    grad = torch.randn(8, 32, 64, generator=generator).to(device)
+    layer = torch.nn.LayerNorm(64).to(device)
+    x.requires_grad_()
+    for _ in range(launches):
+        product = a @ b
+        grads = torch.autograd.grad(layer(x), [x, layer.weight, layer.bias],
+                                    grad)
+        _stay_busy(busy_seconds)
+    return [t.detach().cpu() for t in (product, *grads)]
+
+
+def test_a_busy_client_leaves_a_core_and_still_gets_cpus_bits():
+    """While a 2-thread client is busy in Python, its matrix products run on
+    one thread in the daemon and layer norm's backward in row chunks on one
+    (kernels/core_sharing.h: a probe found the same bits for their
+    signatures); the results are CPU eager's at two threads, and the cost
+    profile still shows the launches' count of two."""
+    with num_threads(2):
+        expected = _products_and_layer_norm_backward("cpu", 1, 0)
+        torch.openreg.synchronize()
+        with torch.openreg.command_costs() as costs:
+            actual = _products_and_layer_norm_backward("openreg", 6, 0.02)
+    for got, want in zip(actual, expected):
+        assert_bitwise_equal(got, want)
+    ops = {op["op"]: op for op in costs.ops}
+    for name in ("aten::mm", "aten::native_layer_norm_backward"):
+        assert ops[name]["kernel_threads"] == 2, costs.table()
+        # The first launch of a signature is the checked one, the second
+        # busy one is seen, the third probed: three or more of six leave
+        # the core.
+        assert ops[name]["fewer_threads"] >= 3, costs.table()
+
+
+# Runs in a fresh interpreter: a busy 2-thread client's matrix products;
+# prints how many launches ran with fewer threads, of how many.
+_BUSY_PRODUCTS = """
+import time, torch
+torch.set_num_threads(2)
+a = torch.randn(256, 64, device="openreg")
+b = torch.randn(64, 192, device="openreg")
+with torch.openreg.command_costs() as costs:
+    for _ in range(6):
+        a @ b
+        end = time.perf_counter() + 0.02
+        while time.perf_counter() < end:
+            pass
+products = [op for op in costs.ops if op["op"] == "aten::mm"]
+print(products[0]["fewer_threads"], products[0]["count"])
+"""
+
+
+def test_with_share_cores_off_every_launch_keeps_its_count():
+    counts = {}
+    for flags in ([], ["--share_cores=false"]):
+        daemon = Daemon(devices=1, extra_args=flags).start()
+        try:
+            probe = run_python(_BUSY_PRODUCTS,
+                               python_env(OPENREG_DAEMON_SOCKET=daemon.socket,
+                                          OPENREG_AUTOSPAWN="0"))
+        finally:
+            daemon.stop()
+        assert probe.returncode == 0, probe.stderr
+        counts[" ".join(flags) or "default"] = tuple(
+            map(int, probe.stdout.split()))
+    # The premise: this client leaves a core by default.
+    assert counts["default"][0] >= 3, counts
+    assert counts["--share_cores=false"] == (0, 6), counts
 
 
 # Runs in a fresh interpreter: prints the daemon's own threads (executors,

@@ -57,7 +57,8 @@ class CommandCosts:
         rows = sorted(self.ops, key=lambda op: -sum(
             op[f"{stage}_ns"] for stage in STAGES))[:top]
         header = f"{'op':36} {'dev':>3} {'count':>7} {'sync':>5} " + \
-            " ".join(f"{stage:>8}" for stage in STAGES) + f" {'threads':>7}"
+            " ".join(f"{stage:>8}" for stage in STAGES) + \
+            f" {'threads':>7} {'fewer':>5}"
         lines = [f"{self.commands()} commands in {self.seconds:.3f} s; "
                  "microseconds per command:", header]
         for op in rows:
@@ -67,7 +68,7 @@ class CommandCosts:
                 f"{op['synchronous']:>5} " +
                 " ".join(f"{op[f'{stage}_ns'] / count / 1e3:8.2f}"
                          for stage in STAGES) +
-                f" {op['kernel_threads']:>7}")
+                f" {op['kernel_threads']:>7} {op['fewer_threads']:>5}")
         for stream in self.streams:
             lines.append(
                 f"stream {stream['stream']} of pid {stream['pid']} "
