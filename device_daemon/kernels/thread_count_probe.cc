@@ -218,8 +218,13 @@ class DiscardWarnings : public c10::WarningHandler {
 std::optional<std::string> ThreadProbeSignature(
     const c10::OperatorHandle& handle, const torch::jit::Stack& stack,
     int threads) {
-  if (handle.hasTag(at::Tag::nondeterministic_seeded)) return std::nullopt;
   const c10::OperatorName& name = handle.operator_name();
+  // ATen's ops only: a --kernel_library op may do more than write its
+  // tensors (count its calls, log), and the probe runs it twice more.
+  if (name.name.rfind("aten::", 0) != 0 ||
+      handle.hasTag(at::Tag::nondeterministic_seeded)) {
+    return std::nullopt;
+  }
   std::string key =
       absl::StrCat(name.name, ".", name.overload_name, "|", threads, "|");
   int64_t bytes = 0;

@@ -14,8 +14,10 @@
 // What it cannot see: a kernel that splits its work differently only for
 // some values (no ATen, MKL or oneDNN kernel known to do so). A kernel that
 // throws on the probe's values, an op that draws random numbers (a
-// Generator argument, or ATen's nondeterministic_seeded tag) and arguments
-// this does not copy (sparse tensors, objects) count as "differs".
+// Generator argument, or ATen's nondeterministic_seeded tag), an op outside
+// ATen (a --kernel_library op may have effects beyond its tensors) and
+// arguments this does not copy (sparse tensors, objects) count as
+// "differs".
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_THREAD_COUNT_PROBE_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_THREAD_COUNT_PROBE_H_
 

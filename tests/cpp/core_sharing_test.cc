@@ -146,9 +146,9 @@ TEST_F(ThreadCountProbeTest, SignaturesTellShapesStridesDtypesAndScalarsApart) {
 TEST_F(ThreadCountProbeTest, LaunchesBeyondTheByteLimitAreNotProbed) {
   const at::Tensor small = at::empty({16});
   const at::Tensor large = at::empty({kThreadProbeMaxBytes / 4 + 1});
-  const c10::OperatorHandle twice = Op("openreg_core_sharing_test::twice");
-  EXPECT_TRUE(ThreadProbeSignature(twice, {small}, 2).has_value());
-  EXPECT_FALSE(ThreadProbeSignature(twice, {large}, 2).has_value());
+  const c10::OperatorHandle doubling = Op("aten::mul", "Scalar");
+  EXPECT_TRUE(ThreadProbeSignature(doubling, {small, 2.0}, 2).has_value());
+  EXPECT_FALSE(ThreadProbeSignature(doubling, {large, 2.0}, 2).has_value());
 }
 
 using LayerNormBackwardInChunksTest = ThreadsTest;
@@ -229,52 +229,64 @@ TEST_F(LayerNormBackwardInChunksTest, DiffersFromTheKernelOnOneThread) {
 
 using CoreSharingTest = ThreadsTest;
 
-int RunCounting(CoreSharing& sharing, const c10::OperatorHandle& handle,
-                bool busy, at::Tensor* result) {
-  torch::jit::Stack stack = {at::ones({8})};
-  const int threads = sharing.Run(handle, &stack, 2, busy);
-  *result = stack.at(0).toTensor();
+// Runs x * 2 (aten::mul.Scalar) through `sharing`; returns its threads.
+int RunDoubling(CoreSharing& sharing, bool busy) {
+  torch::jit::Stack stack = {at::ones({8}), 2.0};
+  const int threads = sharing.Run(Op("aten::mul", "Scalar"), &stack, 2, busy);
+  EXPECT_TRUE(SameBytes(stack.at(0).toTensor(), at::full({8}, 2.0)));
   EXPECT_EQ(at::get_num_threads(), 2);  // restored
   return threads;
 }
 
 TEST_F(CoreSharingTest, ABusyClientsLaunchRunsOnOneFewerFromItsSecondOn) {
   CoreSharing sharing(/*enabled=*/true);
-  const c10::OperatorHandle twice = Op("openreg_core_sharing_test::twice");
-  at::Tensor result;
-  EXPECT_EQ(RunCounting(sharing, twice, /*busy=*/true, &result), 2);
-  EXPECT_EQ(RunCounting(sharing, twice, /*busy=*/true, &result), 1);  // probed
-  EXPECT_EQ(RunCounting(sharing, twice, /*busy=*/true, &result), 1);
-  EXPECT_TRUE(SameBytes(result, at::full({8}, 2.0)));
+  EXPECT_EQ(RunDoubling(sharing, /*busy=*/true), 2);  // seen
+  EXPECT_EQ(RunDoubling(sharing, /*busy=*/true), 1);  // probed
+  EXPECT_EQ(RunDoubling(sharing, /*busy=*/true), 1);
 }
 
 TEST_F(CoreSharingTest, ASleepingClientsLaunchesGetEveryThread) {
   CoreSharing sharing(/*enabled=*/true);
-  const c10::OperatorHandle twice = Op("openreg_core_sharing_test::twice");
-  at::Tensor result;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(RunCounting(sharing, twice, /*busy=*/true, &result), i ? 1 : 2);
+    EXPECT_EQ(RunDoubling(sharing, /*busy=*/true), i == 0 ? 2 : 1);
   }
-  EXPECT_EQ(RunCounting(sharing, twice, /*busy=*/false, &result), 2);
-}
-
-TEST_F(CoreSharingTest, AKernelWhoseBitsDependOnTheCountKeepsIt) {
-  CoreSharing sharing(/*enabled=*/true);
-  const c10::OperatorHandle count =
-      Op("openreg_core_sharing_test::count_threads");
-  for (int i = 0; i < 4; ++i) {
-    at::Tensor result;
-    EXPECT_EQ(RunCounting(sharing, count, /*busy=*/true, &result), 2);
-    EXPECT_TRUE(SameBytes(result, at::full({8}, 2.0)));
-  }
+  EXPECT_EQ(RunDoubling(sharing, /*busy=*/false), 2);
 }
 
 TEST_F(CoreSharingTest, OffEveryLaunchKeepsItsCount) {
   CoreSharing sharing(/*enabled=*/false);
-  const c10::OperatorHandle twice = Op("openreg_core_sharing_test::twice");
-  at::Tensor result;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(RunCounting(sharing, twice, /*busy=*/true, &result), 2);
+    EXPECT_EQ(RunDoubling(sharing, /*busy=*/true), 2);
+  }
+}
+
+TEST_F(CoreSharingTest, AKernelWhoseBitsDependOnTheCountKeepsIt) {
+  // Layer norm's backward at three threads against two: one buffer per
+  // thread, so other sums (the premise, checked first).
+  op_codec::SetThreadIntraOpThreads(3);
+  const c10::OperatorHandle backward = Op("aten::native_layer_norm_backward");
+  const torch::jit::Stack arguments = LayerNormBackwardArguments(
+      {64, 64}, 1, at::kFloat, true, {true, true, true});
+  torch::jit::Stack expected = arguments;
+  backward.callBoxed(&expected);
+  EXPECT_FALSE(SameBitsWithFewerThreads(backward, arguments, CallBoxed, 2, 3));
+  CoreSharing sharing(/*enabled=*/true);
+  for (int launch = 0; launch < 4; ++launch) {
+    torch::jit::Stack stack = arguments;
+    EXPECT_EQ(sharing.Run(backward, &stack, 3, /*client_busy=*/true), 3);
+    EXPECT_TRUE(SameBytes(stack[1].toTensor(), expected[1].toTensor()));
+  }
+}
+
+TEST_F(CoreSharingTest, OpsOutsideAtenKeepTheirCount) {
+  // A --kernel_library op may do more than write its tensors: never run
+  // twice more by a probe.
+  CoreSharing sharing(/*enabled=*/true);
+  for (int launch = 0; launch < 4; ++launch) {
+    torch::jit::Stack stack = {at::ones({8})};
+    EXPECT_EQ(sharing.Run(Op("openreg_core_sharing_test::twice"), &stack, 2,
+                          /*client_busy=*/true),
+              2);
   }
 }
 
