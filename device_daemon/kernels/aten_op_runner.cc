@@ -128,14 +128,6 @@ absl::Status AtenOpRunner::RunLaunch(const StreamContext& context,
     }
   }
   LaunchReply reply(context, op, decoder);
-  // Busy: not asleep waiting for this stream's work, for room in its ring,
-  // nor for this launch's reply.
-  const bool client_busy =
-      !op.synchronous() && context.slot != nullptr &&
-      context.slot->completed.sleepers.load(std::memory_order_relaxed) == 0 &&
-      context.slot->ring.head.sleepers.load(std::memory_order_relaxed) == 0;
-  KernelLaunch launch(op, resolved, decoder, reply, context.timing,
-                      &core_sharing_, client_busy);
   op_codec::KernelSettings settings;
   if (op.has_settings()) {
     absl::StatusOr<op_codec::KernelSettings> decoded =
@@ -152,6 +144,16 @@ absl::Status AtenOpRunner::RunLaunch(const StreamContext& context,
       op, resolved,
       settings.intra_op_threads > 0 ? settings.intra_op_threads
                                     : op_codec::DefaultIntraOpThreads());
+  // Busy: not asleep waiting for this stream's work, for room in its ring,
+  // nor for this launch's reply. Read only for a multi-threaded launch
+  // (core_sharing.h): most launches run on one thread.
+  const bool client_busy =
+      settings.intra_op_threads > 1 && !op.synchronous() &&
+      context.slot != nullptr &&
+      context.slot->completed.sleepers.load(std::memory_order_relaxed) == 0 &&
+      context.slot->ring.head.sleepers.load(std::memory_order_relaxed) == 0;
+  KernelLaunch launch(op, resolved, decoder, reply, context.timing,
+                      &core_sharing_, client_busy);
   const KernelSettingsGate::Pass pass = settings_gate_.Enter(settings);
   op_codec::ApplyThreadSettings(settings);
   KeepOpenMpWorkersOffThisCpu(settings.intra_op_threads);
