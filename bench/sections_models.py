@@ -7,18 +7,23 @@ Besides the step-time ratio, each row reports where the CPU went: the
 client process's CPU per step (for openreg: encoding and dispatch), the
 daemon's CPU per step and per command it executed, and CPU eager's CPU per
 step and per op (the number of ops is the number of device commands the
-same step sends, so both sides are counted per op the same way). The
-issue's bars: the step <= 0.9x CPU eager's time, and the daemon's CPU per
-command <= CPU eager's time per op.
+same step sends, so both sides are counted per op the same way). Every
+figure is its median over the alternating rounds; the ratio of each round
+and their median are printed too. The issue's bars (medians of rounds):
+the step <= 0.9x CPU eager's time, and the daemon's CPU per command <= CPU
+eager's time per op.
 """
 
 import os
 import resource
+import statistics
 import time
 
 from timing import no_sync
 
 ROUNDS = 5
+# The training steps' rounds: their figures are the medians of these.
+STEP_ROUNDS = 7
 
 
 def _process_cpu(pid):
@@ -68,8 +73,14 @@ class _Round:
                          if daemon_pid else 0.0)
 
 
-def _best(rounds):
-    return min(rounds, key=lambda r: r.seconds)
+class _Median:
+    """Each figure's median over rounds (the issue's statistic: on a noisy
+    machine a single lucky round of either side moves a best-of ratio)."""
+
+    def __init__(self, rounds):
+        for field in ("seconds", "client_cpu", "daemon_cpu", "commands"):
+            setattr(self, field,
+                    statistics.median(getattr(r, field) for r in rounds))
 
 
 def transformer_block(torch, width=64, heads=4):
@@ -176,14 +187,24 @@ def model_training_steps(torch, scale):
         _Round(torch, device_step, steps, torch.openreg.synchronize,
                daemon_pid)
         cpu_rounds, device_rounds = [], []
-        for _ in range(max(2, int(ROUNDS * scale))):
+        for _ in range(max(3, int(STEP_ROUNDS * scale))):
             cpu_rounds.append(_Round(torch, cpu_step, steps, no_sync, None))
             device_rounds.append(_Round(torch, device_step, steps,
                                         torch.openreg.synchronize,
                                         daemon_pid))
-        cpu, device = _best(cpu_rounds), _best(device_rounds)
+        cpu, device = _Median(cpu_rounds), _Median(device_rounds)
         commands = max(device.commands, 1.0)
         rows.append((name, "CPU eager", cpu.seconds, device.seconds))
+        # Rounds alternate, so a round's ratio compares the two sides in
+        # the same phase of the machine.
+        ratios = sorted(d.seconds / c.seconds
+                        for c, d in zip(cpu_rounds, device_rounds))
+        best = (min(r.seconds for r in device_rounds)
+                / min(r.seconds for r in cpu_rounds))
+        print(f"{name}: openreg/CPU eager per round "
+              f"{' '.join(f'{ratio:.2f}' for ratio in ratios)}, median "
+              f"{statistics.median(ratios):.2f}x (best round each side: "
+              f"{best:.2f}x)")
         print(f"{name}: {commands:.0f} commands per step; CPU per step: "
               f"CPU eager {cpu.client_cpu * 1e3:.2f} ms "
               f"({cpu.client_cpu / commands * 1e6:.1f} us per op), "
