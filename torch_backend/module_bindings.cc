@@ -14,6 +14,7 @@
 #include "op_codec/kernel_settings.h"
 #include "openreg/modules.h"
 #include "torch_backend/device_guard.h"
+#include "torch_backend/launch_settings.h"
 #include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
 
@@ -74,7 +75,7 @@ void LaunchModuleKernelOnCurrentStream(uint64_t module,
                        "; expected an openreg tensor, an int or a float");
     }
   }
-  op_codec::KernelSettings settings = op_codec::CurrentKernelSettings();
+  op_codec::KernelSettings settings = LaunchSettings();
   if (one_thread_if_small && small) {
     settings.intra_op_threads = 1;
   }

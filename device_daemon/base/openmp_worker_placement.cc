@@ -1,6 +1,5 @@
 #include "device_daemon/base/openmp_worker_placement.h"
 
-#include <dlfcn.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -8,34 +7,11 @@
 #include <atomic>
 #include <vector>
 
+#include "device_daemon/base/openmp_parallel.h"
 #include "device_daemon/base/openmp_team.h"
 
 namespace openreg::daemon {
 namespace {
-
-// libgomp's entry points, looked up rather than linked (as in
-// openmp_team.cc): GCC compiles `#pragma omp parallel num_threads(n)` to
-// GOMP_parallel(fn, data, n, 0), which runs fn(data) on every thread of the
-// calling thread's team.
-using ParallelFn = void (*)(void (*)(void*), void*, unsigned, unsigned);
-using ThreadNumFn = int (*)();
-
-struct OpenMp {
-  ParallelFn parallel = nullptr;
-  ThreadNumFn thread_num = nullptr;
-};
-
-const OpenMp& Gomp() {
-  static const OpenMp gomp = [] {
-    OpenMp found;
-    found.parallel =
-        reinterpret_cast<ParallelFn>(dlsym(RTLD_DEFAULT, "GOMP_parallel"));
-    found.thread_num = reinterpret_cast<ThreadNumFn>(
-        dlsym(RTLD_DEFAULT, "omp_get_thread_num"));
-    return found;
-  }();
-  return gomp;
-}
 
 // The CPUs the daemon may run on, as it started.
 const cpu_set_t& ProcessCpus() {
@@ -61,27 +37,17 @@ thread_local TeamPlacement t_placement;
 
 std::atomic<bool> g_hold{false};
 
-struct Slots {
-  ThreadNumFn thread_num;
-  std::vector<std::atomic<pid_t>>* ids;
-};
-
-void RecordThreadId(void* data) {
-  auto* slots = static_cast<Slots*>(data);
-  const int slot = slots->thread_num();
-  if (slot >= 0 && slot < static_cast<int>(slots->ids->size())) {
-    (*slots->ids)[slot].store(static_cast<pid_t>(syscall(SYS_gettid)),
-                              std::memory_order_relaxed);
-  }
-}
-
 // Runs one empty region of `threads` threads (libgomp hands a team's
 // slots to the same pool threads at every region of that size) and
 // returns the workers' thread ids.
 std::vector<pid_t> FindWorkers(int threads) {
   std::vector<std::atomic<pid_t>> ids(threads);
-  Slots slots{Gomp().thread_num, &ids};
-  Gomp().parallel(&RecordThreadId, &slots, static_cast<unsigned>(threads), 0);
+  RunOnOpenMpTeam(threads, [&ids](int thread, int /*team_size*/) {
+    if (thread >= 0 && thread < static_cast<int>(ids.size())) {
+      ids[thread].store(static_cast<pid_t>(syscall(SYS_gettid)),
+                        std::memory_order_relaxed);
+    }
+  });
   std::vector<pid_t> workers;
   for (size_t slot = 1; slot < ids.size(); ++slot) {
     const pid_t id = ids[slot].load(std::memory_order_relaxed);
@@ -98,8 +64,7 @@ void HoldExecutorsOnTheirCpus(bool hold) {
 
 void KeepOpenMpWorkersOffThisCpu(int threads) {
   if (threads <= 1 || !g_hold.load(std::memory_order_relaxed) ||
-      CPU_COUNT(&ProcessCpus()) < 2 || Gomp().parallel == nullptr ||
-      Gomp().thread_num == nullptr) {
+      CPU_COUNT(&ProcessCpus()) < 2 || !OpenMpLoaded()) {
     return;
   }
   TeamPlacement& placement = t_placement;

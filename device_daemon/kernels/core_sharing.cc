@@ -21,9 +21,10 @@ struct FewerThreadRun {
 
 FewerThreadRun FewerThreadRunFor(const c10::OperatorHandle& handle,
                                  int requested) {
-  if (requested == 2 && IsLayerNormBackward(handle)) {
-    return {1, [](const c10::OperatorHandle& kernel, torch::jit::Stack* stack) {
-              RunLayerNormBackwardInChunks(kernel, stack, /*threads=*/2);
+  if (IsLayerNormBackward(handle)) {
+    return {requested - 1, [requested](const c10::OperatorHandle& kernel,
+                                       torch::jit::Stack* stack) {
+              RunLayerNormBackwardInChunks(kernel, stack, requested);
             }};
   }
   return {requested - 1,

@@ -13,8 +13,8 @@
 //
 // - the kernel itself on N-1 threads (most matrix products: MKL splits
 //   them the same way on both), or
-// - layer norm's backward for a 2-thread client, its kernel once per row
-//   chunk on one thread (layer_norm_backward_in_chunks.h).
+// - layer norm's backward, its kernel once per each of N row chunks on one
+//   thread, side by side on N-1 (layer_norm_backward_in_chunks.h).
 //
 // A probe (thread_count_probe.h) checks the bits once per signature, on its
 // second busy launch (a signature seen once is likely a one-off, not worth

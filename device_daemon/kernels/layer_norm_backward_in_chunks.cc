@@ -1,12 +1,16 @@
 #include "device_daemon/kernels/layer_norm_backward_in_chunks.h"
 
 #include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
+
+#include "device_daemon/base/openmp_parallel.h"
 
 namespace openreg::daemon {
 namespace {
@@ -62,17 +66,26 @@ void RunLayerNormBackwardInChunks(const c10::OperatorHandle& handle,
   std::vector<int64_t> chunk_shape = {0};
   chunk_shape.insert(chunk_shape.end(), normalized_shape.begin(),
                      normalized_shape.end());
-  std::vector<at::Tensor> grad_input_chunks;
-  std::array<at::Tensor, kResults> sums;
+  std::vector<torch::jit::Stack> chunks_arguments;
   for (int64_t begin = 0; begin < rows; begin += chunk_rows) {
     const int64_t length = std::min(chunk_rows, rows - begin);
     chunk_shape[0] = length;
-    torch::jit::Stack chunk = *stack;
+    torch::jit::Stack& chunk = chunks_arguments.emplace_back(*stack);
     chunk[kInput] = input_rows.narrow(0, begin, length).view(chunk_shape);
     chunk[kGradOut] = grad_out_rows.narrow(0, begin, length).view(chunk_shape);
     chunk[kMean] = mean_rows.narrow(0, begin, length);
     chunk[kRstd] = rstd_rows.narrow(0, begin, length);
-    handle.callBoxed(&chunk);
+  }
+  RunOnOpenMpTeam(at::get_num_threads(), [&](int thread, int team_size) {
+    // Thread-local, so the team's other threads start without it.
+    const c10::InferenceMode inference_mode;
+    for (size_t i = thread; i < chunks_arguments.size(); i += team_size) {
+      handle.callBoxed(&chunks_arguments[i]);
+    }
+  });
+  std::vector<at::Tensor> grad_input_chunks;
+  std::array<at::Tensor, kResults> sums;
+  for (const torch::jit::Stack& chunk : chunks_arguments) {
     TORCH_CHECK(chunk.size() == kResults,
                 "RunLayerNormBackwardInChunks: unexpected results");
     grad_input_chunks.push_back(chunk[0].toTensor());

@@ -1,6 +1,6 @@
 // A busy client's launches run with one thread fewer where a probe found
 // the same bits (core_sharing.h, thread_count_probe.h), and layer norm's
-// backward computes two threads' bits on one
+// backward computes N threads' bits on N - 1
 // (layer_norm_backward_in_chunks.h). End to end, with a client:
 // tests/python/test_launch_threads.py.
 #include "device_daemon/kernels/core_sharing.h"
@@ -178,7 +178,7 @@ torch::jit::Stack LayerNormBackwardArguments(at::IntArrayRef shape,
           c10::List<bool>({mask[0], mask[1], mask[2]})};
 }
 
-TEST_F(LayerNormBackwardInChunksTest, GivesTheKernelsTwoThreadBitsOnOne) {
+TEST_F(LayerNormBackwardInChunksTest, GivesTheKernelsBitsOnOneThreadFewer) {
   const c10::OperatorHandle backward = Op("aten::native_layer_norm_backward");
   struct Case {
     std::vector<int64_t> shape;
@@ -191,40 +191,66 @@ TEST_F(LayerNormBackwardInChunksTest, GivesTheKernelsTwoThreadBitsOnOne) {
       {{8, 32, 64}, 1, at::kFloat, true, {true, true, true}},
       {{7, 5}, 1, at::kFloat, true, {true, true, true}},   // odd rows
       {{1, 10}, 1, at::kFloat, true, {true, true, true}},  // one chunk
+      {{2, 10}, 1, at::kFloat, true, {true, true, true}},  // rows < N
       {{3, 4, 6}, 2, at::kFloat, true, {true, true, true}},
       {{9, 33}, 1, at::kDouble, true, {true, true, true}},
       {{6, 16}, 1, at::kFloat, false, {true, false, false}},
       {{6, 16}, 1, at::kFloat, true, {false, true, true}},
   };
-  for (const Case& test : cases) {
-    const torch::jit::Stack arguments = LayerNormBackwardArguments(
-        test.shape, test.normalized, test.dtype, test.affine, test.mask);
-    torch::jit::Stack on_two = arguments;
-    backward.callBoxed(&on_two);
-    torch::jit::Stack on_one = arguments;
-    op_codec::SetThreadIntraOpThreads(1);
-    RunLayerNormBackwardInChunks(backward, &on_one, /*threads=*/2);
-    op_codec::SetThreadIntraOpThreads(2);
-    ASSERT_EQ(on_one.size(), 3u);
-    for (size_t i = 0; i < 3; ++i) {
-      EXPECT_TRUE(SameBytes(on_one[i].toTensor(), on_two[i].toTensor()))
-          << "result " << i << " of shape " << at::IntArrayRef(test.shape);
+  // N = 2 runs the chunks one after the other on one thread, N = 3 and 4
+  // side by side on N - 1 (more threads than this host's cores is fine:
+  // the bits depend on the count, not on the cores).
+  for (const int threads : {2, 3, 4}) {
+    for (const Case& test : cases) {
+      const torch::jit::Stack arguments = LayerNormBackwardArguments(
+          test.shape, test.normalized, test.dtype, test.affine, test.mask);
+      torch::jit::Stack on_n = arguments;
+      op_codec::SetThreadIntraOpThreads(threads);
+      backward.callBoxed(&on_n);
+      torch::jit::Stack on_fewer = arguments;
+      op_codec::SetThreadIntraOpThreads(threads - 1);
+      RunLayerNormBackwardInChunks(backward, &on_fewer, threads);
+      op_codec::SetThreadIntraOpThreads(2);
+      ASSERT_EQ(on_fewer.size(), 3u);
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(SameBytes(on_fewer[i].toTensor(), on_n[i].toTensor()))
+            << "result " << i << " of shape " << at::IntArrayRef(test.shape)
+            << " for " << threads << " threads";
+      }
     }
   }
 }
 
-TEST_F(LayerNormBackwardInChunksTest, DiffersFromTheKernelOnOneThread) {
-  // The premise: the kernel's own bits depend on the count.
+TEST_F(LayerNormBackwardInChunksTest, AChunksKernelErrorReachesTheCaller) {
+  const c10::OperatorHandle backward = Op("aten::native_layer_norm_backward");
+  torch::jit::Stack arguments = LayerNormBackwardArguments(
+      {8, 16}, 1, at::kFloat, true, {true, true, true});
+  arguments[5] = at::randn({15});  // a weight of the wrong length
+  op_codec::SetThreadIntraOpThreads(2);
+  EXPECT_THROW(RunLayerNormBackwardInChunks(backward, &arguments, 3),
+               c10::Error);
+}
+
+TEST_F(LayerNormBackwardInChunksTest, DiffersFromTheKernelOnOneThreadFewer) {
+  // The premise: the kernel's own bits depend on the count, so the plain
+  // kernel on N - 1 threads could not stand in for it.
   const c10::OperatorHandle backward = Op("aten::native_layer_norm_backward");
   const torch::jit::Stack arguments = LayerNormBackwardArguments(
       {64, 64}, 1, at::kFloat, true, {true, true, true});
-  torch::jit::Stack on_two = arguments;
-  backward.callBoxed(&on_two);
-  torch::jit::Stack on_one = arguments;
-  op_codec::SetThreadIntraOpThreads(1);
-  backward.callBoxed(&on_one);
+  for (const int threads : {2, 3}) {
+    op_codec::SetThreadIntraOpThreads(threads);
+    torch::jit::Stack on_n = arguments;
+    backward.callBoxed(&on_n);
+    EXPECT_FALSE(SameBitsWithFewerThreads(backward, arguments, CallBoxed,
+                                          threads - 1, threads))
+        << threads << " threads";
+    torch::jit::Stack on_fewer = arguments;
+    op_codec::SetThreadIntraOpThreads(threads - 1);
+    backward.callBoxed(&on_fewer);
+    EXPECT_FALSE(SameBytes(on_fewer[1].toTensor(), on_n[1].toTensor()))
+        << threads << " threads";
+  }
   op_codec::SetThreadIntraOpThreads(2);
-  EXPECT_FALSE(SameBytes(on_one[1].toTensor(), on_two[1].toTensor()));
 }
 
 using CoreSharingTest = ThreadsTest;
@@ -260,16 +286,24 @@ TEST_F(CoreSharingTest, OffEveryLaunchKeepsItsCount) {
   }
 }
 
-TEST_F(CoreSharingTest, AKernelWhoseBitsDependOnTheCountKeepsIt) {
-  // Layer norm's backward at three threads against two: one buffer per
-  // thread, so other sums (the premise, checked first).
+// Layer norm's backward as core sharing runs it with one thread fewer.
+void InChunksOfThree(const c10::OperatorHandle& handle,
+                     torch::jit::Stack* stack) {
+  RunLayerNormBackwardInChunks(handle, stack, 3);
+}
+
+TEST_F(CoreSharingTest, ALaunchWhoseBitsTheFewerThreadsMissKeepsItsCount) {
+  // In bfloat16 the kernel adds its three chunks' buffers in float and
+  // rounds once; the chunked form rounds each chunk's sums and then each
+  // addition (the premise, checked first on the probe's own draws).
   op_codec::SetThreadIntraOpThreads(3);
   const c10::OperatorHandle backward = Op("aten::native_layer_norm_backward");
   const torch::jit::Stack arguments = LayerNormBackwardArguments(
-      {64, 64}, 1, at::kFloat, true, {true, true, true});
+      {64, 64}, 1, at::kBFloat16, true, {true, true, true});
   torch::jit::Stack expected = arguments;
   backward.callBoxed(&expected);
-  EXPECT_FALSE(SameBitsWithFewerThreads(backward, arguments, CallBoxed, 2, 3));
+  EXPECT_FALSE(
+      SameBitsWithFewerThreads(backward, arguments, InChunksOfThree, 2, 3));
   CoreSharing sharing(/*enabled=*/true);
   for (int launch = 0; launch < 4; ++launch) {
     torch::jit::Stack stack = arguments;
@@ -290,19 +324,24 @@ TEST_F(CoreSharingTest, OpsOutsideAtenKeepTheirCount) {
   }
 }
 
-TEST_F(CoreSharingTest, LayerNormBackwardOfATwoThreadClientRunsInChunks) {
+TEST_F(CoreSharingTest, LayerNormBackwardRunsInChunksOnOneThreadFewer) {
   CoreSharing sharing(/*enabled=*/true);
   const c10::OperatorHandle backward = Op("aten::native_layer_norm_backward");
   const torch::jit::Stack arguments = LayerNormBackwardArguments(
       {16, 64}, 1, at::kFloat, true, {true, true, true});
-  torch::jit::Stack expected = arguments;
-  backward.callBoxed(&expected);
-  for (int launch = 0; launch < 3; ++launch) {
-    torch::jit::Stack stack = arguments;
-    EXPECT_EQ(sharing.Run(backward, &stack, 2, /*client_busy=*/true),
-              launch == 0 ? 2 : 1);
-    for (size_t i = 0; i < 3; ++i) {
-      EXPECT_TRUE(SameBytes(stack[i].toTensor(), expected[i].toTensor()));
+  for (const int threads : {2, 3}) {
+    op_codec::SetThreadIntraOpThreads(threads);
+    torch::jit::Stack expected = arguments;
+    backward.callBoxed(&expected);
+    for (int launch = 0; launch < 3; ++launch) {
+      torch::jit::Stack stack = arguments;
+      EXPECT_EQ(sharing.Run(backward, &stack, threads, /*client_busy=*/true),
+                launch == 0 ? threads : threads - 1);
+      EXPECT_EQ(at::get_num_threads(), threads);  // restored
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(SameBytes(stack[i].toTensor(), expected[i].toTensor()))
+            << "result " << i << " for " << threads << " threads";
+      }
     }
   }
 }

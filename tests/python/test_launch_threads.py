@@ -235,19 +235,27 @@ def _products_and_layer_norm_backward(device, launches, busy_seconds):
     return [t.detach().cpu() for t in (product, *grads)]
 
 
+def _busy_costs_with_cpus_bits(threads, launches):
+    """The cost profile of `launches` busy rounds at `threads` intra-op
+    threads, after checking their results against CPU eager's bitwise."""
+    with num_threads(threads):
+        expected = _products_and_layer_norm_backward("cpu", 1, 0)
+        torch.openreg.synchronize()
+        with torch.openreg.command_costs() as costs:
+            actual = _products_and_layer_norm_backward("openreg", launches,
+                                                       0.02)
+    for got, want in zip(actual, expected):
+        assert_bitwise_equal(got, want)
+    return costs
+
+
 def test_a_busy_client_leaves_a_core_and_still_gets_cpus_bits():
     """While a 2-thread client is busy in Python, its matrix products run on
     one thread in the daemon and layer norm's backward in row chunks on one
     (kernels/core_sharing.h: a probe found the same bits for their
     signatures); the results are CPU eager's at two threads, and the cost
     profile still shows the launches' count of two."""
-    with num_threads(2):
-        expected = _products_and_layer_norm_backward("cpu", 1, 0)
-        torch.openreg.synchronize()
-        with torch.openreg.command_costs() as costs:
-            actual = _products_and_layer_norm_backward("openreg", 6, 0.02)
-    for got, want in zip(actual, expected):
-        assert_bitwise_equal(got, want)
+    costs = _busy_costs_with_cpus_bits(2, 6)
     ops = {op["op"]: op for op in costs.ops}
     for name in ("aten::mm", "aten::native_layer_norm_backward"):
         assert ops[name]["kernel_threads"] == 2, costs.table()
@@ -255,6 +263,63 @@ def test_a_busy_client_leaves_a_core_and_still_gets_cpus_bits():
         # busy one is seen, the third probed: three or more of six leave
         # the core.
         assert ops[name]["fewer_threads"] >= 3, costs.table()
+
+
+def test_a_busy_three_thread_clients_layer_norm_backward_runs_on_two():
+    """For a client of more than two threads too, layer norm's backward
+    runs in row chunks side by side on one thread fewer while the client
+    is busy (kernels/layer_norm_backward_in_chunks.h), with CPU eager's
+    bits at three threads (on this host's two cores: the bits depend on
+    the count, not on the cores)."""
+    costs = _busy_costs_with_cpus_bits(3, 8)
+    # Checked, seen, probed, then the core left while the client is busy.
+    # Three threads' kernels are slow on two cores and the probe slower, so
+    # the client may already wait for the last launches (they then get all
+    # three): at least one launch in chunks, which only the chunked form
+    # can do with these bits (the kernel on two threads sums otherwise).
+    backward = {op["op"]: op for op in costs.ops}[
+        "aten::native_layer_norm_backward"]
+    assert backward["kernel_threads"] == 3, costs.table()
+    assert backward["fewer_threads"] >= 1, costs.table()
+
+
+# Runs in a fresh interpreter: a backward pass at two threads (the autograd
+# engine's worker for openreg starts with that count), then at three;
+# prints the count each pass's layer norm backward ran with in the daemon
+# and whether its results are CPU eager's at that count.
+_BACKWARD_AFTER_SET_NUM_THREADS = """
+import torch
+x = torch.randn(64, 64)
+grad = torch.randn(64, 64)
+layer = torch.nn.LayerNorm(64)
+def gradients(device):
+    inputs = x.to(device).requires_grad_()
+    module = layer.to(device)
+    out = module(inputs)
+    return [t.cpu() for t in torch.autograd.grad(
+        out, [inputs, module.weight, module.bias], grad.to(device))]
+for threads in (2, 3):
+    torch.set_num_threads(threads)
+    expected = gradients("cpu")
+    with torch.openreg.command_costs() as costs:
+        actual = gradients("openreg")
+    ran = [op["kernel_threads"] for op in costs.ops
+           if op["op"] == "aten::native_layer_norm_backward"]
+    same = all(torch.equal(a, e) for a, e in zip(actual, expected))
+    print(threads, ran[0], same)
+"""
+
+
+def test_a_backward_pass_after_set_num_threads_uses_the_new_count():
+    """Backward ops on openreg are launched from the autograd engine's
+    worker thread, whose own intra-op count would stay the one it started
+    with; each backward pass takes the process's count
+    (torch_backend/launch_settings.h), as CPU eager's backward on the
+    calling thread does."""
+    probe = run_python(_BACKWARD_AFTER_SET_NUM_THREADS, python_env())
+    assert probe.returncode == 0, probe.stderr
+    assert probe.stdout.split() == ["2", "2", "True", "3", "3", "True"], (
+        probe.stdout)
 
 
 # Runs in a fresh interpreter: a busy 2-thread client's matrix products;

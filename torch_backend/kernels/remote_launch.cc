@@ -9,6 +9,7 @@
 #include "torch_backend/device_guard.h"
 #include "torch_backend/generator.h"
 #include "torch_backend/kernel_warnings.h"
+#include "torch_backend/launch_settings.h"
 #include "torch_backend/op_encoding.h"
 #include "torch_backend/runtime_error.h"
 #include "torch_backend/sync_debug.h"
@@ -74,7 +75,7 @@ void EncodeLaunch(const c10::OperatorHandle& op,
   }
   // The client's settings travel with every kernel (nothing on the wire
   // while they are ATen's defaults).
-  const op_codec::KernelSettings settings = op_codec::CurrentKernelSettings();
+  const op_codec::KernelSettings settings = LaunchSettings();
   if (settings != op_codec::KernelSettings()) {
     op_codec::EncodeKernelSettings(settings, launch->mutable_settings());
   }
