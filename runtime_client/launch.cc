@@ -127,13 +127,13 @@ void TakeKernelWarnings(std::vector<proto::KernelWarning>* warnings,
   *dropped = 0;
   const std::shared_ptr<Session> session = Client::Get().CurrentSession();
   if (session == nullptr) return;
-  for (uint32_t slot = 0; slot < session->limits().max_streams; ++slot) {
-    WarningMailbox& mailbox = session->StreamAt(slot).shared->warnings;
+  session->ForEachSubmittedSlot([&](StreamContext& stream) {
+    WarningMailbox& mailbox = stream.shared->warnings;
     // One load per idle stream: most mailboxes are empty.
     if (mailbox.state.load(std::memory_order_relaxed) !=
             WarningMailbox::kReady &&
         mailbox.dropped.load(std::memory_order_relaxed) == 0) {
-      continue;
+      return;
     }
     uint32_t lost = 0;
     for (const std::string& record : TakeFromMailbox(mailbox, &lost)) {
@@ -143,7 +143,7 @@ void TakeKernelWarnings(std::vector<proto::KernelWarning>* warnings,
       }
     }
     *dropped += lost;
-  }
+  });
 }
 
 uint64_t LastSubmitted(StreamId stream) {

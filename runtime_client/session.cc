@@ -33,6 +33,7 @@ Session::Session(Connection connection)
       device_count_(static_cast<int>(view_.header()->device_count)),
       event_slots_(view_.event(0)),
       liveness_(connection_.attach_socket.get(), connection_.socket_path),
+      submitted_slots_((limits_.max_streams + 63) / 64),
       staging_(view_.staging(), limits_.staging_bytes),
       events_(limits_.max_events) {
   streams_.reserve(limits_.max_streams);
@@ -95,6 +96,18 @@ void Session::ForEachActiveStream(
     absl::FunctionRef<void(StreamContext&)> visit) {
   for (const std::unique_ptr<StreamContext>& stream : streams_) {
     if (stream->active.load(std::memory_order_acquire)) visit(*stream);
+  }
+}
+
+void Session::ForEachSubmittedSlot(
+    absl::FunctionRef<void(StreamContext&)> visit) {
+  for (size_t word = 0; word < submitted_slots_.size(); ++word) {
+    uint64_t bits = submitted_slots_[word].load(std::memory_order_acquire);
+    while (bits != 0) {
+      const int bit = __builtin_ctzll(bits);
+      bits &= bits - 1;
+      visit(*streams_[word * 64 + bit]);
+    }
   }
 }
 
@@ -198,6 +211,12 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
     }
   }
   stream.last_submitted.store(sequence, std::memory_order_release);
+  std::atomic<uint64_t>& submitted = submitted_slots_[stream.slot / 64];
+  const uint64_t bit = uint64_t{1} << (stream.slot % 64);
+  // A load first: after a slot's first command this is all a submit costs.
+  if ((submitted.load(std::memory_order_relaxed) & bit) == 0) {
+    submitted.fetch_or(bit, std::memory_order_release);
+  }
   // The ring's tail is published (seq_cst); a stream the daemon parked
   // needs its device's doorbell (data_plane/doorbell.h).
   if (ClaimParked(&stream.shared->parked)) {

@@ -79,6 +79,10 @@ class Session {
                            absl::FunctionRef<void(StreamContext&)> visit);
   // Every active stream of every device.
   void ForEachActiveStream(absl::FunctionRef<void(StreamContext&)> visit);
+  // Every stream slot this session ever submitted a command to: only their
+  // mailboxes can hold kernel warnings, so a scan after each synchronizing
+  // call need not read the other slots (64 by default).
+  void ForEachSubmittedSlot(absl::FunctionRef<void(StreamContext&)> visit);
   // Starts client-side tracking of a stream the daemon just created.
   void ActivateStream(uint32_t slot, int device);
   // Takes fence_mutex() exclusively: once it returns, every command that
@@ -194,6 +198,9 @@ class Session {
   EventSlot* const event_slots_;
   DaemonLiveness liveness_;
   std::vector<std::unique_ptr<StreamContext>> streams_;
+  // A bit per stream slot, set by its first submit (never cleared: a slot
+  // reused by another stream is at worst scanned for nothing).
+  std::vector<std::atomic<uint64_t>> submitted_slots_;
   StagingPool staging_;
   EventTable events_;
   FreedAddresses freed_addresses_;

@@ -82,6 +82,25 @@ def test_a_value_dependent_kernel_warning_reaches_the_next_synchronization():
     assert not again
 
 
+def test_a_kernel_warning_on_a_side_stream_reaches_the_next_synchronization():
+    # The client reads only the mailboxes of stream slots it ever submitted
+    # to: a stream from the pool, first used here, is among them.
+    clean = torch.ones(6, device="openreg")
+    torch.ops.openreg_ext.scaled_gelu(clean, 3.0)
+    torch.openreg.synchronize()
+    side = torch.openreg.Stream()
+    with torch.openreg.stream(side):
+        poisoned = torch.ones(6, device="openreg")
+        poisoned[4] = float("nan")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.ops.openreg_ext.scaled_gelu(poisoned, 3.0)  # a cache hit
+            side.synchronize()
+    messages = [str(w.message) for w in caught]
+    assert sum("scaled_gelu: the input holds NaN" in m
+               for m in messages) == 1, messages
+
+
 def test_custom_op_gradient_matches_cpu():
     x = torch.randn(5, 7)
     weights = torch.randn(5, 7)
