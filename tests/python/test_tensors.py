@@ -189,6 +189,35 @@ def test_item_tolist_and_comparisons():
     assert int(torch.tensor(7, device="openreg")) == 7
 
 
+ITEM_DTYPES = [
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+    torch.uint16, torch.uint32, torch.uint64, torch.bool, torch.float16,
+    torch.bfloat16, torch.float32, torch.float64, torch.complex32,
+    torch.complex64, torch.complex128, torch.float8_e5m2,
+    torch.float8_e4m3fn, torch.float8_e5m2fnuz, torch.float8_e4m3fnuz,
+    torch.float8_e8m0fnu,
+]
+
+
+@pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")
+@pytest.mark.parametrize("dtype", ITEM_DTYPES, ids=str)
+def test_item_gives_cpus_python_value_for_every_dtype(dtype):
+    # .item() reads the element into a local of its C++ type (as CUDA); the
+    # Python value and its type must be CPU's for every dtype.
+    for value in (1.5, -3.0, 0.0, 7.0):
+        cpu = torch.tensor([value, 2.0]).to(dtype)
+        for device in ("openreg:0", "openreg:1"):
+            got, want = cpu.to(device)[0].item(), cpu[0].item()
+            assert type(got) is type(want)
+            assert got == want or (got != got and want != want)  # NaN
+
+
+def test_item_of_a_quantized_tensor_dequantizes_as_cpu():
+    cpu = torch.quantize_per_tensor(torch.tensor([1.0, 2.3]), 0.1, 0,
+                                    torch.qint8)
+    assert cpu.to("openreg")[1].item() == cpu[1].item()
+
+
 def test_printing_shows_device_and_values():
     device = torch.tensor([1.0, 2.5, -3.0], device="openreg:1")
     text = repr(device)

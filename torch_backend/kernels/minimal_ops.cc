@@ -15,6 +15,8 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <optional>
+
 #include "data_plane/tensor_extent.h"
 #include "torch_backend/command_phase.h"
 #include "torch_backend/device_allocator.h"
@@ -334,10 +336,43 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
   return CopyFrom(self, dst, /*non_blocking=*/false);
 }
 
+template <typename Element>
+c10::Scalar ReadElement(const at::Tensor& self) {
+  Element value;
+  CopyDeviceToHost(&value, self.const_data_ptr(), sizeof(Element),
+                   self.device().index());
+  return c10::Scalar(value);
+}
+
+// As CUDA's _local_scalar_dense: the element into a local of its C++ type,
+// not into a CPU tensor whose item() would allocate and dispatch a second
+// time. The dtypes are CUDA's; nullopt for the others.
+std::optional<c10::Scalar> ReadPlainElement(const at::Tensor& self) {
+  switch (self.scalar_type()) {
+#define OPENREG_READ_ELEMENT(type, name) \
+  case at::ScalarType::name:             \
+    return ReadElement<type>(self);
+    AT_FORALL_SCALAR_TYPES_WITH_COMPLEX(OPENREG_READ_ELEMENT)
+    OPENREG_READ_ELEMENT(uint16_t, UInt16)
+    OPENREG_READ_ELEMENT(uint32_t, UInt32)
+    OPENREG_READ_ELEMENT(uint64_t, UInt64)
+#undef OPENREG_READ_ELEMENT
+    default:
+      return std::nullopt;
+  }
+}
+
 c10::Scalar LocalScalarDense(const at::Tensor& self) {
   TORCH_CHECK(self.numel() == 1, "a Tensor with ", self.numel(),
               " elements cannot be converted to Scalar");
   const c10::DeviceGuard guard(self.device());
+  if (!self.is_quantized()) {
+    if (std::optional<c10::Scalar> value = ReadPlainElement(self)) {
+      return *value;
+    }
+  }
+  // CPU's own item() on a host copy: it dequantizes, and it raises CPU's
+  // error for dtypes without a scalar.
   at::Tensor host = at::empty({}, self.options().device(at::kCPU));
   CopyDeviceToHost(host.mutable_data_ptr(), self.const_data_ptr(),
                    self.itemsize(), self.device().index());
