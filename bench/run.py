@@ -22,6 +22,8 @@ def small_op_throughput(torch, repeats):
     for name, make_op in [
         ("add", lambda x: (lambda: torch.add(x, x))),
         ("mul_ (in place)", lambda x: (lambda: x.mul_(1.0))),
+        ("add out=", lambda x: (
+            lambda out=torch.empty_like(x): torch.add(x, x, out=out))),
         ("relu", lambda x: (lambda: torch.relu(x))),
         ("sum", lambda x: (lambda: x.sum())),
     ]:

@@ -244,7 +244,7 @@ absl::Status KernelLaunch::RunOutVariant(const c10::OperatorHandle& out_variant,
             c10::IntArrayRef(ref.strides().data(), ref.strides_size())) {
       continue;  // written in place
     }
-    absl::StatusOr<at::Tensor> destination = decoder_.DeviceTensor(ref);
+    absl::StatusOr<at::Tensor> destination = decoder_.OutputTensor(ref);
     if (!destination.ok()) return destination.status();
     if (destination->sizes() != result.sizes()) {
       return LaunchError(op_, proto::KERNEL_FAILURE,

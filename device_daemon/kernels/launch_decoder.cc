@@ -6,6 +6,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -23,6 +24,17 @@ namespace {
 // Backing for tensors with no elements: a tensor wants a pointer, and an
 // empty tensor's address need not point at any allocation.
 alignas(64) char g_empty_tensor_storage[64];
+
+bool SameTensorRef(const proto::TensorRef& a, const proto::TensorRef& b) {
+  return a.address() == b.address() && a.dtype() == b.dtype() &&
+         a.device() == b.device() && a.storage_offset() == b.storage_offset() &&
+         a.conj() == b.conj() && a.neg() == b.neg() && !a.has_quantization() &&
+         !b.has_quantization() &&
+         std::equal(a.sizes().begin(), a.sizes().end(), b.sizes().begin(),
+                    b.sizes().end()) &&
+         std::equal(a.strides().begin(), a.strides().end(), b.strides().begin(),
+                    b.strides().end());
+}
 
 }  // namespace
 
@@ -68,6 +80,38 @@ absl::StatusOr<at::Tensor> LaunchDecoder::DeviceTensor(
     decoded_->KeepTensor(&ref, growable, *tensor);
   }
   return tensor;
+}
+
+absl::StatusOr<at::Tensor> LaunchDecoder::DecodeTensorRef(
+    const proto::TensorRef& ref) {
+  absl::StatusOr<at::Tensor> tensor = DeviceTensor(ref);
+  if (tensor.ok() && decoded_ == nullptr) {
+    arguments_.push_back({&ref, *tensor, tensor->data_ptr()});
+  }
+  return tensor;
+}
+
+const at::Tensor* LaunchDecoder::UnchangedArgument(
+    const proto::TensorRef& ref) const {
+  for (const DecodedArgument& argument : arguments_) {
+    if (!SameTensorRef(*argument.ref, ref)) continue;
+    const at::Tensor& tensor = argument.tensor;
+    if (tensor.data_ptr() == argument.data &&
+        tensor.storage_offset() == ref.storage_offset() &&
+        tensor.sizes() ==
+            c10::IntArrayRef(ref.sizes().data(), ref.sizes_size()) &&
+        tensor.strides() ==
+            c10::IntArrayRef(ref.strides().data(), ref.strides_size())) {
+      return &tensor;
+    }
+  }
+  return nullptr;
+}
+
+absl::StatusOr<at::Tensor> LaunchDecoder::OutputTensor(
+    const proto::TensorRef& ref) {
+  if (const at::Tensor* argument = UnchangedArgument(ref)) return *argument;
+  return DeviceTensor(ref);
 }
 
 absl::StatusOr<at::Tensor> LaunchDecoder::DecodeDeviceTensor(
@@ -197,6 +241,8 @@ absl::StatusOr<torch::jit::Stack> LaunchDecoder::BuildStack(
 absl::Status LaunchDecoder::ValidateOutputs() const {
   if (replaying_) return absl::OkStatus();  // checked when recorded
   for (const proto::TensorRef& output : op_.outputs()) {
+    // Named by an argument: checked with it.
+    if (UnchangedArgument(output) != nullptr) continue;
     absl::Status valid = op_codec::CheckTensorRef(output);
     if (valid.ok()) valid = session_.ValidateTensor(output).status();
     if (!valid.ok()) {

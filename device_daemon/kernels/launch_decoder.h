@@ -74,15 +74,20 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
   // data then moves to daemon heap memory (see KernelLaunch::RunOutVariant).
   absl::StatusOr<at::Tensor> DeviceTensor(const proto::TensorRef& ref,
                                           bool growable = false);
+  // An output's tensor, as DeviceTensor(ref); but when an argument of this
+  // launch named the same tensor (an in-place op's self, an out=
+  // argument), that argument's tensor, already checked and pinned, as long
+  // as the kernel left its shape and memory as the client sent them. Only
+  // outputs share: two arguments stay two tensors, as in the client.
+  absl::StatusOr<at::Tensor> OutputTensor(const proto::TensorRef& ref);
 
   // op_codec::DeviceTensorCodec:
   // The decode side encodes nothing (results: launch_reply.h).
   absl::Status EncodeTensor(const at::Tensor& tensor,
                             proto::Argument* out) override;
+  // An argument's tensor (outputs: OutputTensor).
   absl::StatusOr<at::Tensor> DecodeTensorRef(
-      const proto::TensorRef& ref) override {
-    return DeviceTensor(ref);
-  }
+      const proto::TensorRef& ref) override;
   // Ops run on the CPU inside the daemon, whatever device they target.
   absl::StatusOr<c10::Device> DecodeDevice(int32_t index) override;
   // Sparse kernels index memory with these values: ATen's own check
@@ -100,6 +105,10 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
   c10::RefcountedDeleterContext* SharedPin(
       const char* storage_start, std::shared_ptr<DeviceBuffer> buffer);
 
+  // The decoded argument named exactly like `ref`, if the kernel has not
+  // changed its shape or moved its memory; else null.
+  const at::Tensor* UnchangedArgument(const proto::TensorRef& ref) const;
+
   Session& session_;
   const proto::LaunchOp& op_;
   DecodedLaunch* decoded_ = nullptr;
@@ -108,6 +117,14 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
   // holding one reference of its own until the decoder ends.
   absl::InlinedVector<std::pair<const char*, c10::RefcountedDeleterContext*>, 4>
       pins_;
+  // The argument tensors decoded so far, with the memory each started at
+  // (few: a linear search). Kept only outside graph record and replay.
+  struct DecodedArgument {
+    const proto::TensorRef* ref;
+    at::Tensor tensor;
+    const void* data;
+  };
+  absl::InlinedVector<DecodedArgument, 4> arguments_;
 };
 
 }  // namespace openreg::daemon

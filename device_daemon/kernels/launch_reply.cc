@@ -84,7 +84,7 @@ absl::Status LaunchReply::CopyToOutputs(const torch::jit::Stack& stack) {
   destinations.reserve(produced.size());
   for (int i = 0; i < op_.outputs_size(); ++i) {
     absl::StatusOr<at::Tensor> destination =
-        decoder_.DeviceTensor(op_.outputs(i));
+        decoder_.OutputTensor(op_.outputs(i));
     if (!destination.ok()) return destination.status();
     destinations.push_back(*std::move(destination));
   }

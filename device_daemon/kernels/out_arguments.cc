@@ -45,9 +45,20 @@ void ReplaceOutArguments(const c10::FunctionSchema& schema,
     c10::Storage growable(c10::Storage::use_byte_size_t(), storage.nbytes(),
                           std::move(data), c10::GetCPUAllocator(),
                           /*resizable=*/true);
-    at::Tensor stand_in = at::empty({0}, client.options())
-                              .set_(growable, client.storage_offset(),
-                                    client.sizes(), client.strides());
+    at::Tensor stand_in;
+    if (client.is_quantized()) {
+      stand_in = at::empty({0}, client.options())
+                     .set_(growable, client.storage_offset(), client.sizes(),
+                           client.strides());
+    } else {
+      // What empty + set_ give, without their two dispatches (a few
+      // microseconds of every out= launch).
+      stand_in = at::detail::make_tensor<c10::TensorImpl>(
+          std::move(growable), c10::DispatchKeySet(c10::DispatchKey::CPU),
+          client.dtype());
+      stand_in.unsafeGetTensorImpl()->set_sizes_and_strides(
+          client.sizes(), client.strides(), client.storage_offset());
+    }
     (*stack)[i] = stand_in;
     out_arguments->push_back({i, OutArgument{client, stand_in}});
   }
