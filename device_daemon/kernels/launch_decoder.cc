@@ -93,6 +93,9 @@ absl::StatusOr<at::Tensor> LaunchDecoder::DecodeTensorRef(
 
 const at::Tensor* LaunchDecoder::UnchangedArgument(
     const proto::TensorRef& ref) const {
+  // In-place and out= ops name a few tensors; a launch of long lists (a
+  // functional foreach op's) would pay outputs x arguments comparisons.
+  if (arguments_.size() > kMostArgumentsSearched) return nullptr;
   for (const DecodedArgument& argument : arguments_) {
     if (!SameTensorRef(*argument.ref, ref)) continue;
     const at::Tensor& tensor = argument.tensor;

@@ -78,7 +78,10 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
   // launch named the same tensor (an in-place op's self, an out=
   // argument), that argument's tensor, already checked and pinned, as long
   // as the kernel left its shape and memory as the client sent them. Only
-  // outputs share: two arguments stay two tensors, as in the client.
+  // outputs share: two arguments stay two tensors, as in the client. A
+  // launch of more than kMostArgumentsSearched argument tensors decodes
+  // its outputs afresh.
+  static constexpr size_t kMostArgumentsSearched = 16;
   absl::StatusOr<at::Tensor> OutputTensor(const proto::TensorRef& ref);
 
   // op_codec::DeviceTensorCodec:

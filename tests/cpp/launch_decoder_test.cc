@@ -134,6 +134,32 @@ TEST_F(LaunchDecoderTest,
   EXPECT_EQ(output->data_ptr(), Data(x_));
 }
 
+TEST_F(LaunchDecoderTest, ALaunchOfLongListsDecodesItsOutputsAfresh) {
+  // cat(17 x [x], out=x): outputs x arguments comparisons would grow with
+  // the lists, so past kMostArgumentsSearched nothing is searched.
+  proto::LaunchOp op;
+  op.set_name("aten::cat");
+  op.set_overload("out");
+  proto::OptionalTensorList* list = op.add_arguments()->mutable_tensor_list();
+  for (size_t i = 0; i <= LaunchDecoder::kMostArgumentsSearched; ++i) {
+    Ref(x_, list->add_values()->mutable_tensor());
+  }
+  op.add_arguments()->set_int_value(0);
+  Ref(x_, op.add_arguments()->mutable_tensor());
+  Ref(x_, op.add_outputs());
+  LaunchDecoder decoder(context_, op);
+  absl::StatusOr<torch::jit::Stack> stack = decoder.BuildStack(Schema(op));
+  ASSERT_TRUE(stack.ok()) << stack.status();
+  ASSERT_TRUE(decoder.ValidateOutputs().ok());
+  absl::StatusOr<at::Tensor> output = decoder.OutputTensor(op.outputs(0));
+  ASSERT_TRUE(output.ok()) << output.status();
+  EXPECT_FALSE(output->is_same((*stack)[2].toTensor()));
+  for (const at::Tensor& element : (*stack)[0].toTensorVector()) {
+    EXPECT_FALSE(output->is_same(element));
+  }
+  EXPECT_EQ(output->data_ptr(), Data(x_));
+}
+
 TEST_F(LaunchDecoderTest, AnOutputNamedByNoArgumentIsStillChecked) {
   proto::LaunchOp op = AddInto(x_, /*out=*/false);
   op.mutable_outputs(0)->set_address(x_ + (64ULL << 20));  // not allocated
