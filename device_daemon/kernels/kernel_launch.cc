@@ -156,6 +156,7 @@ absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,
   // arguments, which the kernel still reads. A lone Tensor[] return (a
   // functional foreach op's) has one output per element.
   std::vector<KernelWorkspace::Slot> slots;
+  std::vector<int> slot_outputs;  // each slot's output
   const std::vector<c10::Argument>& returns =
       resolved.handle.schema().returns();
   const bool one_list =
@@ -164,12 +165,19 @@ absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,
       returns[0].alias_info() == nullptr;
   if (one_list || returns.size() == static_cast<size_t>(op_.outputs_size())) {
     slots.reserve(op_.outputs_size());
+    slot_outputs.reserve(op_.outputs_size());
     for (int i = 0; i < op_.outputs_size(); ++i) {
       if (!one_list && returns[i].alias_info() != nullptr) continue;
       absl::StatusOr<at::Tensor> tensor = decoder_.DeviceTensor(op_.outputs(i));
       if (!tensor.ok()) return tensor.status();
       if (tensor->numel() > 0 && tensor->is_non_overlapping_and_dense()) {
-        slots.push_back({tensor->data_ptr(), tensor->nbytes()});
+        KernelWorkspace::Slot& slot = slots.emplace_back();
+        slot.data = tensor->data_ptr();
+        slot.bytes = tensor->nbytes();
+        if (i < ResolvedOp::kLearnedOutputs) {
+          slot.take_ordinal = resolved.result_allocation[i];
+        }
+        slot_outputs.push_back(i);
       }
     }
   }
@@ -177,7 +185,31 @@ absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,
     const KernelWorkspace::Placement placement(&slots);
     Call(resolved.handle, stack);
   }
-  return reply_.CopyToOutputs(*stack);
+  std::vector<at::Tensor> returned = LaunchReply::ReturnedTensors(*stack);
+  LearnResultAllocations(resolved, slots, slot_outputs, returned);
+  return reply_.CopyToOutputs(std::move(returned));
+}
+
+void KernelLaunch::LearnResultAllocations(
+    const ResolvedOp& resolved, const std::vector<KernelWorkspace::Slot>& slots,
+    const std::vector<int>& slot_outputs,
+    const std::vector<at::Tensor>& returned) {
+  if (returned.size() != static_cast<size_t>(op_.outputs_size())) return;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const int output = slot_outputs[i];
+    const at::Tensor& result = returned[output];
+    if (output >= ResolvedOp::kLearnedOutputs || result.numel() == 0) {
+      continue;
+    }
+    const void* memory = result.storage().data();
+    if (memory == slots[i].data) continue;  // placed as asked
+    // A result in memory of its own: if it was an allocation of the
+    // output's size, that allocation is the one to place next time.
+    const int ordinal = KernelWorkspace::AllocationOrdinal(slots[i], memory);
+    if (ordinal >= 0) {
+      resolved.result_allocation[output] = static_cast<uint8_t>(ordinal);
+    }
+  }
 }
 
 absl::Status KernelLaunch::RunSynchronous(const c10::OperatorHandle& handle,

@@ -27,6 +27,7 @@
 #include "device_daemon/execution/command_timing.h"
 #include "device_daemon/execution/fault_hook.h"
 #include "device_daemon/kernels/core_sharing.h"
+#include "device_daemon/kernels/kernel_workspace.h"
 #include "device_daemon/kernels/launch_decoder.h"
 #include "device_daemon/kernels/launch_reply.h"
 #include "device_daemon/kernels/op_table.h"
@@ -67,6 +68,13 @@ class KernelLaunch {
   absl::Status UnknownOperator() const;
   absl::Status RunAsynchronous(const ResolvedOp& resolved,
                                torch::jit::Stack* stack);
+  // After a kernel ran with a placement of its outputs: for each result
+  // that took none, which allocation it was (kernel_workspace.h), so that
+  // the op's next launch on this thread places that one.
+  void LearnResultAllocations(const ResolvedOp& resolved,
+                              const std::vector<KernelWorkspace::Slot>& slots,
+                              const std::vector<int>& slot_outputs,
+                              const std::vector<at::Tensor>& returned);
   absl::Status RunSynchronous(const c10::OperatorHandle& handle,
                               torch::jit::Stack* stack, uint64_t sequence);
   // An asynchronous launch the client waits for: the reply carries the

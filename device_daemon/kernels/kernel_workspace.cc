@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <mutex>
 #include <utility>
 
@@ -79,16 +80,32 @@ void DeleteCounted(void* data) {
   g_base_deleter(data);
 }
 
-// A free slot of exactly `bytes` in the calling thread's placement.
-KernelWorkspace::Slot* TakeSlot(size_t bytes) {
+// Counts an allocation of `bytes` in every slot of that size of the
+// calling thread's placement; returns the slot it takes, if any.
+KernelWorkspace::Slot* CountAndTake(size_t bytes) {
   if (t_slots == nullptr || bytes == 0) return nullptr;
+  KernelWorkspace::Slot* taken = nullptr;
   for (KernelWorkspace::Slot& slot : *t_slots) {
-    if (!slot.taken && slot.bytes == bytes) {
+    if (slot.bytes != bytes) continue;
+    const int ordinal = slot.allocations++;
+    if (taken == nullptr && !slot.taken && ordinal == slot.take_ordinal) {
       slot.taken = true;
-      return &slot;
+      taken = &slot;
     }
   }
-  return nullptr;
+  return taken;
+}
+
+// Records where the allocation of `bytes` just counted is.
+void RecordAddress(size_t bytes, const void* data) {
+  if (t_slots == nullptr || bytes == 0) return;
+  for (KernelWorkspace::Slot& slot : *t_slots) {
+    const int ordinal = slot.allocations - 1;
+    if (slot.bytes == bytes &&
+        ordinal < KernelWorkspace::kRecordedAllocations) {
+      slot.addresses[ordinal] = data;
+    }
+  }
 }
 
 class AccountingAllocator final : public c10::Allocator {
@@ -96,7 +113,8 @@ class AccountingAllocator final : public c10::Allocator {
   explicit AccountingAllocator(c10::Allocator* base) : base_(base) {}
 
   c10::DataPtr allocate(size_t bytes) override {
-    if (KernelWorkspace::Slot* slot = TakeSlot(bytes)) {
+    if (KernelWorkspace::Slot* slot = CountAndTake(bytes)) {
+      RecordAddress(bytes, slot->data);
       CountedRegistry().Add(slot->data, bytes, nullptr, /*placed=*/true);
       return c10::DataPtr(slot->data, slot->data, &DeleteCounted,
                           c10::Device(c10::DeviceType::CPU));
@@ -131,6 +149,7 @@ class AccountingAllocator final : public c10::Allocator {
     if (budget != nullptr && data != nullptr) {
       CountedRegistry().Add(data, bytes, t_budget, /*placed=*/false);
     }
+    RecordAddress(bytes, data);
     return c10::DataPtr(data, data, &DeleteCounted, device);
   }
 
@@ -184,6 +203,14 @@ KernelWorkspace::Placement::~Placement() { t_slots = outer_; }
 
 bool KernelWorkspace::IsPlaced(const void* data) {
   return CountedRegistry().IsPlaced(data);
+}
+
+int KernelWorkspace::AllocationOrdinal(const Slot& slot, const void* data) {
+  for (int ordinal = std::min(slot.allocations, kRecordedAllocations) - 1;
+       ordinal >= 0; --ordinal) {
+    if (slot.addresses[ordinal] == data) return ordinal;
+  }
+  return -1;
 }
 
 }  // namespace openreg::daemon

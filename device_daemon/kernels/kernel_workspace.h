@@ -17,12 +17,18 @@
 // memory of the running launch) gets that memory, once per slot, instead
 // of new memory; freeing it frees nothing. A kernel that allocates its
 // result (convolution, batch norm) then writes it where the client reads
-// it, and the reply has nothing to copy. A result may also be a temporary
-// that took a slot, so the reply copies out of placed memory first
-// (IsPlaced) before it writes any output.
+// it, and the reply has nothing to copy. Which allocation of that size
+// takes the slot is the slot's `take_ordinal` (0: the first): some kernels
+// first allocate a temporary of their result's size (convolution reorders
+// its input, batch norm's backward its gradient), and the slot records
+// the allocations of its size so that the caller can learn which one
+// became the result (AllocationOrdinal) and ask for that one next time. A
+// result may also be a temporary that took a slot, so the reply copies
+// out of placed memory first (IsPlaced) before it writes any output.
 #ifndef OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_WORKSPACE_H_
 #define OPENREG_DEVICE_DAEMON_KERNELS_KERNEL_WORKSPACE_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -61,10 +67,19 @@ class KernelWorkspace {
     std::shared_ptr<Budget> outer_;  // restored at the end (nested scopes)
   };
 
+  // How many allocations of a slot's size it records.
+  static constexpr int kRecordedAllocations = 8;
+
   struct Slot {
     void* data = nullptr;
     size_t bytes = 0;
+    // Which allocation of `bytes`, counted from 0, takes the slot.
+    int take_ordinal = 0;
     bool taken = false;
+    // While the placement is alive: how many allocations of `bytes` the
+    // thread made, and where the first kRecordedAllocations of them are.
+    int allocations = 0;
+    std::array<const void*, kRecordedAllocations> addresses{};
   };
 
   class Placement {
@@ -81,6 +96,11 @@ class KernelWorkspace {
 
   // True while `data` is memory a placement handed out and not yet freed.
   static bool IsPlaced(const void* data);
+
+  // The ordinal of the allocation of `slot`'s size that was the last one
+  // at `data` (an address is reused once its memory is freed); -1 when no
+  // recorded allocation was.
+  static int AllocationOrdinal(const Slot& slot, const void* data);
 };
 
 }  // namespace openreg::daemon

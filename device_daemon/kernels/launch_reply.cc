@@ -48,9 +48,9 @@ int LaunchReply::ResultDevice() const {
   return context_.device;
 }
 
-absl::Status LaunchReply::CopyToOutputs(const torch::jit::Stack& stack) {
-  // Flatten the returned tensors: Tensor returns count once, Tensor[]
-  // returns once per element.
+std::vector<at::Tensor> LaunchReply::ReturnedTensors(
+    const torch::jit::Stack& stack) {
+  // Tensor returns count once, Tensor[] returns once per element.
   std::vector<at::Tensor> produced;
   for (const c10::IValue& value : stack) {
     if (value.isTensor()) {
@@ -74,6 +74,10 @@ absl::Status LaunchReply::CopyToOutputs(const torch::jit::Stack& stack) {
                                   return !tensor.defined();
                                 }),
                  produced.end());
+  return produced;
+}
+
+absl::Status LaunchReply::CopyToOutputs(std::vector<at::Tensor> produced) {
   if (produced.size() != static_cast<size_t>(op_.outputs_size())) {
     return LaunchError(op_, proto::INVALID_VALUE,
                        absl::StrCat("the op returned ", produced.size(),

@@ -44,9 +44,13 @@ class LaunchReply : public op_codec::DeviceTensorCodec {
         op_(op),
         decoder_(decoder) {}
 
-  // Copies each tensor an asynchronous kernel returned (in `stack`) into
-  // the matching output, unless the kernel already wrote there.
-  absl::Status CopyToOutputs(const torch::jit::Stack& stack);
+  // The tensors a kernel returned on `stack`, one per output of its launch:
+  // Tensor[] returns flattened, undefined tensors left out.
+  static std::vector<at::Tensor> ReturnedTensors(
+      const torch::jit::Stack& stack);
+  // Copies each tensor an asynchronous kernel returned (ReturnedTensors)
+  // into the matching output, unless the kernel already wrote there.
+  absl::Status CopyToOutputs(std::vector<at::Tensor> produced);
   // Encodes a synchronous launch's results (`stack`; empty for a checked
   // launch, whose reply carries the warnings only), the out= stand-ins the
   // kernel resized and `warnings` into the stream's reply area.

@@ -11,6 +11,8 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -25,6 +27,12 @@ struct ResolvedOp {
   // For a structured op's functional variant: the out= overload taking the
   // same arguments followed by one out= tensor per return; else absent.
   std::optional<c10::OperatorHandle> out_variant;
+  // For the first kLearnedOutputs outputs of a kernel that allocates its
+  // results: which allocation of the output's size it returned in its last
+  // launch on this thread (0: the first), the one to place in the client's
+  // output memory next time (kernel_workspace.h, placement).
+  static constexpr int kLearnedOutputs = 8;
+  mutable std::array<uint8_t, kLearnedOutputs> result_allocation{};
 };
 
 // nullptr when no operator has this name and overload. The entry lives

@@ -1,0 +1,172 @@
+// A kernel that allocates its result gets the client's output memory for
+// it (kernel_workspace.h, placement), also when its first allocation of the
+// result's size is a temporary: the launch learns which allocation it
+// returned and places that one next time.
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "device_daemon/devices/devices.h"
+#include "device_daemon/execution/stream_context.h"
+#include "device_daemon/kernels/aten_op_runner.h"
+#include "device_daemon/kernels/kernel_workspace.h"
+#include "device_daemon/sessions/session.h"
+#include "protos/commands.pb.h"
+#include "tests/cpp/test_sessions.h"
+
+namespace openreg::daemon {
+namespace {
+
+constexpr int64_t kElements = 1024;
+constexpr uint64_t kBytes = kElements * 4;
+constexpr int kFloat = 6;  // c10::ScalarType::Float
+
+// What the test kernel did in its last run.
+bool g_allocate_temporary_first = true;
+const void* g_last_result = nullptr;
+
+// x * 2, as convolution does it: a temporary of the result's size first
+// (when g_allocate_temporary_first), then the result.
+at::Tensor TemporaryThenResult(const at::Tensor& x) {
+  at::Tensor temporary;
+  if (g_allocate_temporary_first) {
+    temporary = at::empty_like(x);
+    temporary.fill_(-1.0);
+  }
+  at::Tensor result = at::empty_like(x);
+  result.copy_(x).mul_(2.0);
+  g_last_result = result.data_ptr();
+  return result;
+}
+
+TORCH_LIBRARY(openreg_placement_test, m) {
+  m.def("temporary_then_result(Tensor x) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(openreg_placement_test, CPU, m) {
+  m.impl("temporary_then_result", TORCH_FN(TemporaryThenResult));
+}
+
+TEST(KernelWorkspaceTest, TheAllocationOfTheOrdinalAskedTakesTheSlot) {
+  KernelWorkspace::Install();
+  std::vector<char> client(kBytes);
+  std::vector<KernelWorkspace::Slot> slots(1);
+  slots[0].data = client.data();
+  slots[0].bytes = kBytes;
+  slots[0].take_ordinal = 1;
+  std::vector<c10::DataPtr> allocations;
+  {
+    const KernelWorkspace::Placement placement(&slots);
+    c10::Allocator* allocator = c10::GetCPUAllocator();
+    allocations.push_back(allocator->allocate(kBytes));
+    allocations.push_back(allocator->allocate(kBytes / 2));  // other size
+    allocations.push_back(allocator->allocate(kBytes));
+    allocations.push_back(allocator->allocate(kBytes));
+  }
+  EXPECT_NE(allocations[0].get(), client.data());
+  EXPECT_EQ(allocations[2].get(), client.data());
+  EXPECT_NE(allocations[3].get(), client.data());
+  EXPECT_EQ(slots[0].allocations, 3);
+  EXPECT_EQ(KernelWorkspace::AllocationOrdinal(slots[0], allocations[0].get()),
+            0);
+  EXPECT_EQ(KernelWorkspace::AllocationOrdinal(slots[0], client.data()), 1);
+  EXPECT_EQ(KernelWorkspace::AllocationOrdinal(slots[0], allocations[3].get()),
+            2);
+  EXPECT_EQ(KernelWorkspace::AllocationOrdinal(slots[0], allocations[1].get()),
+            -1);
+}
+
+TEST(KernelWorkspaceTest, AnAddressAllocatedTwiceIsItsLastAllocation) {
+  int memory[2];
+  KernelWorkspace::Slot slot;
+  slot.allocations = 3;
+  slot.addresses[0] = &memory[0];
+  slot.addresses[1] = &memory[1];
+  slot.addresses[2] = &memory[0];  // freed and handed out again
+  EXPECT_EQ(KernelWorkspace::AllocationOrdinal(slot, &memory[0]), 2);
+  EXPECT_EQ(KernelWorkspace::AllocationOrdinal(slot, &memory[1]), 1);
+}
+
+class ResultPlacementTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    KernelWorkspace::Install();
+    devices_ = *Devices::Create(1, 8 << 20);
+    session_ = MakeTestSession(1, devices_.get(), nullptr);
+    context_.session = session_.get();
+    x_ = *session_->Allocate(0, kBytes);
+    out_ = *session_->Allocate(0, kBytes);
+    float* x = Data(x_);
+    for (int64_t i = 0; i < kElements; ++i) x[i] = static_cast<float>(i);
+    g_allocate_temporary_first = true;
+  }
+
+  float* Data(uint64_t address) {
+    return reinterpret_cast<float*>(session_->PinRange(address, kBytes)->data);
+  }
+  static void Ref(uint64_t address, proto::TensorRef* ref) {
+    ref->set_address(address);
+    ref->add_sizes(kElements);
+    ref->add_strides(1);
+    ref->set_dtype(kFloat);
+  }
+  // Runs temporary_then_result(x) into out; true when the output is x * 2.
+  bool Launch(uint64_t sequence) {
+    proto::LaunchOp op;
+    op.set_name("openreg_placement_test::temporary_then_result");
+    Ref(x_, op.add_arguments()->mutable_tensor());
+    Ref(out_, op.add_outputs());
+    std::fill_n(Data(out_), kElements, 0.0F);
+    const absl::Status ran = runner_.Run(context_, op, sequence, nullptr);
+    EXPECT_TRUE(ran.ok()) << ran;
+    const float* out = Data(out_);
+    for (int64_t i = 0; i < kElements; ++i) {
+      if (out[i] != 2.0F * static_cast<float>(i)) return false;
+    }
+    return true;
+  }
+
+  c10::InferenceMode inference_mode_;
+  std::unique_ptr<Devices> devices_;
+  std::unique_ptr<Session> session_;
+  StreamContext context_;
+  AtenOpRunner runner_;
+  uint64_t x_ = 0, out_ = 0;
+};
+
+TEST_F(ResultPlacementTest, AResultAllocatedAfterATemporaryIsPlacedNextTime) {
+  ASSERT_TRUE(Launch(1));
+  // The temporary took the output's memory; the result was copied there.
+  EXPECT_NE(g_last_result, Data(out_));
+  ASSERT_TRUE(Launch(2));
+  EXPECT_EQ(g_last_result, Data(out_));  // written in place: nothing copied
+  ASSERT_TRUE(Launch(3));
+  EXPECT_EQ(g_last_result, Data(out_));
+}
+
+TEST_F(ResultPlacementTest, AKernelThatChangesItsAllocationsStillDelivers) {
+  ASSERT_TRUE(Launch(1));
+  ASSERT_TRUE(Launch(2));
+  // Learned: the second allocation. Now the result is the first, and the
+  // second allocation never comes: the result is copied, and learned.
+  g_allocate_temporary_first = false;
+  ASSERT_TRUE(Launch(3));
+  EXPECT_NE(g_last_result, Data(out_));
+  ASSERT_TRUE(Launch(4));
+  EXPECT_EQ(g_last_result, Data(out_));
+  // And back: the temporary takes the memory the result was to get.
+  g_allocate_temporary_first = true;
+  ASSERT_TRUE(Launch(5));
+  ASSERT_TRUE(Launch(6));
+  EXPECT_EQ(g_last_result, Data(out_));
+}
+
+}  // namespace
+}  // namespace openreg::daemon
