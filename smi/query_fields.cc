@@ -236,6 +236,11 @@ const std::vector<GpuField>& GpuFields() {
        [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
          return static_cast<int64_t>(d.graph_launches_pointwise());
        }},
+      {"launches.pointwise", "", false,
+       "eager launches run as a plain loop instead of ATen",
+       [](const DaemonSnapshot&, const DeviceStats& d) -> FieldValue {
+         return static_cast<int64_t>(d.launches_pointwise());
+       }},
   };
   return *fields;
 }

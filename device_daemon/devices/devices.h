@@ -43,6 +43,8 @@ struct DeviceCounters {
   // Reused launches that ran as a plain loop, not through ATen
   // (kernels/pointwise_kernel.h).
   std::atomic<uint64_t> graph_launches_pointwise{0};
+  // Eager launches a plain loop ran instead of ATen (the same loops).
+  std::atomic<uint64_t> launches_pointwise{0};
 };
 
 // Most executor threads a device may have (--executors_per_device,

@@ -101,8 +101,11 @@ absl::Status AtenOpRunner::RunRepeated(
     absl::StatusOr<op_codec::KernelSettings> settings =
         op_codec::DecodeKernelSettings(op.settings());
     if (settings.ok()) {
+      auto find = [&recording](const proto::TensorRef* ref, bool growable) {
+        return recording->FindTensor(ref, growable);
+      };
       if (std::optional<PointwiseKernel> pointwise =
-              PointwiseKernel::Match(op, *recording, *settings)) {
+              PointwiseKernel::Match(op, find, *settings)) {
         recording->KeepPointwise(*pointwise);
       }
     }
@@ -153,7 +156,12 @@ absl::Status AtenOpRunner::RunLaunch(const StreamContext& context,
       context.slot->completed.sleepers.load(std::memory_order_relaxed) == 0 &&
       context.slot->ring.head.sleepers.load(std::memory_order_relaxed) == 0;
   KernelLaunch launch(op, resolved, decoder, reply, context.timing,
-                      &core_sharing_, client_busy);
+                      &core_sharing_, client_busy, settings,
+                      context.session != nullptr
+                          ? &context.session->devices()
+                                 .counters(context.device)
+                                 .launches_pointwise
+                          : nullptr);
   const KernelSettingsGate::Pass pass = settings_gate_.Enter(settings);
   op_codec::ApplyThreadSettings(settings);
   KeepOpenMpWorkersOffThisCpu(settings.intra_op_threads);

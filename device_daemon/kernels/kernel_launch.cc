@@ -14,6 +14,7 @@
 #include "device_daemon/base/errors.h"
 #include "device_daemon/kernels/kernel_workspace.h"
 #include "device_daemon/kernels/launch_error.h"
+#include "device_daemon/kernels/pointwise_kernel.h"
 #include "device_daemon/kernels/warn_once_probe.h"
 
 namespace openreg::daemon {
@@ -144,6 +145,9 @@ absl::Status KernelLaunch::UnknownOperator() const {
 
 absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,
                                            torch::jit::Stack* stack) {
+  if (resolved.pointwise_loop) {
+    if (std::optional<absl::Status> looped = RunAsLoop()) return *looped;
+  }
   if (resolved.out_variant.has_value() &&
       static_cast<size_t>(op_.outputs_size()) ==
           resolved.handle.schema().returns().size()) {
@@ -188,6 +192,29 @@ absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,
   std::vector<at::Tensor> returned = LaunchReply::ReturnedTensors(*stack);
   LearnResultAllocations(resolved, slots, slot_outputs, returned);
   return reply_.CopyToOutputs(std::move(returned));
+}
+
+std::optional<absl::Status> KernelLaunch::RunAsLoop() {
+  if (op_.outputs_size() != 1) return std::nullopt;
+  // The functional op's output is the client's memory; an in-place or out=
+  // launch's is its argument's tensor.
+  absl::StatusOr<at::Tensor> output = decoder_.OutputTensor(op_.outputs(0));
+  if (!output.ok()) return output.status();
+  auto find = [this, &output](const proto::TensorRef* ref,
+                              bool /*growable*/) -> const at::Tensor* {
+    if (ref == &op_.outputs(0)) return &*output;
+    return decoder_.ArgumentTensor(ref);
+  };
+  const std::optional<PointwiseKernel> loop =
+      PointwiseKernel::Match(op_, find, settings_);
+  if (!loop.has_value() || loop->OperandsShareANaN()) return std::nullopt;
+  const StageTimer kernel(timing_, CostStage::kKernel);
+  if (timing_ != nullptr && timing_->enabled) timing_->kernel_threads = 1;
+  loop->Run();
+  if (pointwise_loops_ != nullptr) {
+    pointwise_loops_->fetch_add(1, std::memory_order_relaxed);
+  }
+  return absl::OkStatus();
 }
 
 void KernelLaunch::LearnResultAllocations(

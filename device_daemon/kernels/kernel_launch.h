@@ -19,7 +19,9 @@
 #include <ATen/core/function_schema.h>
 #include <ATen/core/stack.h>
 
+#include <atomic>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -32,6 +34,7 @@
 #include "device_daemon/kernels/launch_reply.h"
 #include "device_daemon/kernels/op_table.h"
 #include "device_daemon/kernels/out_arguments.h"
+#include "op_codec/kernel_settings.h"
 #include "protos/commands.pb.h"
 
 namespace openreg::daemon {
@@ -42,18 +45,23 @@ class KernelLaunch {
   // operator has its name: the launch then fails at Run. `timing` (may be
   // null) gets the decode and kernel stages.
   // `core_sharing` (may be null: never fewer threads) chooses the
-  // kernel's threads while `client_busy` (core_sharing.h).
+  // kernel's threads while `client_busy` (core_sharing.h). `settings` are
+  // the launch's, applied to this thread; `pointwise_loops` (may be null)
+  // counts the launches run as a plain loop (pointwise_kernel.h).
   KernelLaunch(const proto::LaunchOp& op, const ResolvedOp* resolved,
                LaunchDecoder& decoder, LaunchReply& reply,
                CommandTiming* timing, CoreSharing* core_sharing,
-               bool client_busy)
+               bool client_busy, const op_codec::KernelSettings& settings,
+               std::atomic<uint64_t>* pointwise_loops)
       : op_(op),
         decoder_(decoder),
         reply_(reply),
         timing_(timing),
         resolved_(resolved),
         core_sharing_(core_sharing),
-        client_busy_(client_busy) {}
+        client_busy_(client_busy),
+        settings_(settings),
+        pointwise_loops_(pointwise_loops) {}
 
   // On success, `written` (if not null) gets the tensors the kernel wrote.
   absl::Status Run(uint64_t sequence, WrittenTensors* written);
@@ -68,6 +76,9 @@ class KernelLaunch {
   absl::Status UnknownOperator() const;
   absl::Status RunAsynchronous(const ResolvedOp& resolved,
                                torch::jit::Stack* stack);
+  // Runs the launch as a plain loop (pointwise_kernel.h) when it matches
+  // one; nullopt when ATen must run it.
+  std::optional<absl::Status> RunAsLoop();
   // After a kernel ran with a placement of its outputs: for each result
   // that took none, which allocation it was (kernel_workspace.h), so that
   // the op's next launch on this thread places that one.
@@ -101,6 +112,8 @@ class KernelLaunch {
   const ResolvedOp* const resolved_;
   CoreSharing* const core_sharing_;
   const bool client_busy_;
+  const op_codec::KernelSettings& settings_;
+  std::atomic<uint64_t>* const pointwise_loops_;
   OutArguments out_arguments_;
 };
 

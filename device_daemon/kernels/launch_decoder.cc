@@ -111,6 +111,14 @@ const at::Tensor* LaunchDecoder::UnchangedArgument(
   return nullptr;
 }
 
+const at::Tensor* LaunchDecoder::ArgumentTensor(
+    const proto::TensorRef* ref) const {
+  for (const DecodedArgument& argument : arguments_) {
+    if (argument.ref == ref) return &argument.tensor;
+  }
+  return nullptr;
+}
+
 absl::StatusOr<at::Tensor> LaunchDecoder::OutputTensor(
     const proto::TensorRef& ref) {
   if (const at::Tensor* argument = UnchangedArgument(ref)) return *argument;

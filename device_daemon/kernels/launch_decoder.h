@@ -83,6 +83,10 @@ class LaunchDecoder : public op_codec::DeviceTensorCodec {
   // its outputs afresh.
   static constexpr size_t kMostArgumentsSearched = 16;
   absl::StatusOr<at::Tensor> OutputTensor(const proto::TensorRef& ref);
+  // The tensor BuildStack decoded for `ref` (one of the launch's argument
+  // TensorRefs, by address), or null; always null in graph record and
+  // replay, which keep their tensors in DecodedLaunch.
+  const at::Tensor* ArgumentTensor(const proto::TensorRef* ref) const;
 
   // op_codec::DeviceTensorCodec:
   // The decode side encodes nothing (results: launch_reply.h).

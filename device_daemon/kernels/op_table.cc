@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/container/node_hash_map.h"
+#include "device_daemon/kernels/pointwise_kernel.h"
 
 namespace openreg::daemon {
 namespace {
@@ -116,12 +117,14 @@ const ResolvedOp* ResolveOp(const std::string& name,
     std::optional<c10::OperatorHandle> handle =
         c10::Dispatcher::singleton().findSchema({name, overload});
     if (!handle.has_value()) return nullptr;
-    it = table
-             .emplace(key, ResolvedOp{*handle,
-                                      handle->hasTag(at::Tag::pointwise) ||
-                                          IsForeachOfPointwise(*handle),
-                                      FindOutVariant(*handle)})
-             .first;
+    it =
+        table
+            .emplace(key, ResolvedOp{*handle,
+                                     handle->hasTag(at::Tag::pointwise) ||
+                                         IsForeachOfPointwise(*handle),
+                                     FindOutVariant(*handle),
+                                     PointwiseKernel::MayMatch(name, overload)})
+            .first;
   }
   return &it->second;
 }

@@ -27,6 +27,8 @@ struct ResolvedOp {
   // For a structured op's functional variant: the out= overload taking the
   // same arguments followed by one out= tensor per return; else absent.
   std::optional<c10::OperatorHandle> out_variant;
+  // An op a plain loop may run (PointwiseKernel::MayMatch).
+  bool pointwise_loop = false;
   // For the first kLearnedOutputs outputs of a kernel that allocates its
   // results: which allocation of the output's size it returned in its last
   // launch on this thread (0: the first), the one to place in the client's

@@ -270,6 +270,7 @@ grpc::Status ControlService::GetStats(grpc::ServerContext*,
     stats->set_graph_launches_reused(counters.graph_launches_reused.load());
     stats->set_graph_launches_pointwise(
         counters.graph_launches_pointwise.load());
+    stats->set_launches_pointwise(counters.launches_pointwise.load());
     stats->set_graphs(graphs_->CountOnDevice(device));
     stats->set_state(DeviceStateName(devices_->health(device).state()));
     for (const auto& [model, count] : faults_->log().FiredOn(device)) {

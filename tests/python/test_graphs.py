@@ -15,6 +15,7 @@ import torch
 from torch.openreg import faults
 
 from daemon_fixture import module_daemon, python_env
+from float_corners import awkward_values, same_bits
 
 DAEMON, setup_module, teardown_module = module_daemon(
     devices=2, memory_per_device="1GiB")
@@ -392,24 +393,6 @@ def pointwise_launches(device=0):
     """Reused launches a replay ran as a plain loop instead of ATen."""
     stats = torch.openreg.daemon_stats()["devices"][device]
     return int(stats.get("graph_launches_pointwise", 0))
-
-
-def awkward_values(dtype, count=1000):
-    """Random values, and every IEEE corner a loop could get wrong."""
-    values = torch.randn(count, dtype=dtype, generator=torch.Generator()
-                         .manual_seed(count)) * 1e3
-    tiny = torch.finfo(dtype).tiny
-    corners = torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0,
-                            0.0, tiny / 4, -tiny / 8, torch.finfo(dtype).max,
-                            torch.finfo(dtype).min, 1.0], dtype=dtype)
-    values[:corners.numel()] = corners
-    return values
-
-
-def same_bits(a, b):
-    integer = torch.int32 if a.dtype == torch.float32 else torch.int64
-    return a.dtype == b.dtype and torch.equal(a.view(integer),
-                                              b.view(integer))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
