@@ -15,7 +15,7 @@ import torch
 from torch.openreg import faults
 
 from daemon_fixture import module_daemon, python_env
-from float_corners import awkward_values, same_bits
+from float_corners import arithmetic_steps, awkward_values, same_bits
 
 DAEMON, setup_module, teardown_module = module_daemon(
     devices=2, memory_per_device="1GiB")
@@ -409,35 +409,17 @@ def test_small_arithmetic_replays_as_loops_with_the_bits_of_cpu_eager(
     host_y = awkward_values(dtype).flip(0)
     host_s = torch.tensor(-1.5, dtype=dtype)
 
-    def steps(x, y, s):
-        a = x * 1.0001          # a Python float
-        b = a + 0.001
-        c = b - y               # two tensors
-        d = c * y
-        e = d * 3               # a Python int
-        f = e.add(x)
-        f.sub_(0.5)             # in place
-        f.mul_(x)
-        g = f / y
-        h = g.div(7)
-        i = h.neg()
-        j = i.reciprocal()
-        j.mul_(s)               # a 0-dim device tensor
-        k = s / 3               # 0-dim throughout
-        k.neg_()
-        m = (x * 2).zero_()     # +0.0 over NaNs too
-        return a, b, c, d, e, f, g, h, i, j, k, m
-
     previous = torch.set_flush_denormal(flush_denormal)
     try:
         x, y, s = (host.to("openreg") for host in (host_x, host_y, host_s))
-        warm_up(steps, x, y, s)
-        graph, outs = capture(steps, x, y, s)
+        warm_up(arithmetic_steps, x, y, s)
+        graph, outs = capture(arithmetic_steps, x, y, s)
         before = pointwise_launches()
         for _ in range(3):
             graph.replay()
         torch.openreg.synchronize()
-        expected = steps(host_x, host_y, host_s)  # under the same setting
+        # Under the same setting.
+        expected = arithmetic_steps(host_x, host_y, host_s)
     finally:
         torch.set_flush_denormal(previous)
     assert pointwise_launches() - before == 2 * 17  # all but the first

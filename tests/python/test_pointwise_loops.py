@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from daemon_fixture import module_daemon
-from float_corners import awkward_values, same_bits
+from float_corners import arithmetic_steps, awkward_values, same_bits
 
 DAEMON, setup_module, teardown_module = module_daemon(
     devices=1, memory_per_device="1GiB")
@@ -31,26 +31,6 @@ def quiet_nan(dtype, payload, negative):
     return torch.tensor([bits], dtype=integer).view(dtype)
 
 
-def steps(x, y, s):
-    a = x * 1.0001          # a Python float
-    b = a + 0.001
-    c = b - y               # two tensors
-    d = c * y               # NaN meets NaN (element 999): ATen
-    e = d * 3               # a Python int
-    f = e.add(x)            # NaN meets NaN (element 0): ATen
-    f.sub_(0.5)             # in place
-    f.mul_(x)               # NaN meets NaN (element 0): ATen
-    g = f / y               # NaN meets NaN (element 999): ATen
-    h = g.div(7)
-    i = h.neg()
-    j = i.reciprocal()
-    j.mul_(s)               # a 0-dim device tensor
-    k = s / 3               # 0-dim throughout
-    k.neg_()
-    m = (x * 2).zero_()     # +0.0 over NaNs too
-    return a, b, c, d, e, f, g, h, i, j, k, m
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("flush_denormal", [False, True])
 def test_small_arithmetic_runs_as_loops_with_the_bits_of_cpu_eager(
@@ -58,20 +38,21 @@ def test_small_arithmetic_runs_as_loops_with_the_bits_of_cpu_eager(
     """Every result, NaNs, infinities, signed zeros and denormals included,
     has CPU eager's bits, under the client's flush-denormal setting as
     well; 13 of the 17 launches run as loops, the 4 whose operands both
-    hold a NaN in one element run through ATen."""
+    hold a NaN in one element (d and g at element 999, f's add and mul_ at
+    element 0) run through ATen."""
     host_x = awkward_values(dtype)
     host_y = awkward_values(dtype).flip(0)
     host_s = torch.tensor(-1.5, dtype=dtype)
     previous = torch.set_flush_denormal(flush_denormal)
     try:
         x, y, s = (host.to("openreg") for host in (host_x, host_y, host_s))
-        steps(x, y, s)  # first launches of each signature are checked
+        arithmetic_steps(x, y, s)  # each signature's first launch is checked
         torch.openreg.synchronize()
         before = loop_launches()
-        outs = steps(x, y, s)
+        outs = arithmetic_steps(x, y, s)
         torch.openreg.synchronize()
         loops = loop_launches() - before
-        expected = steps(host_x, host_y, host_s)
+        expected = arithmetic_steps(host_x, host_y, host_s)
     finally:
         torch.set_flush_denormal(previous)
     assert loops == 13
