@@ -1,5 +1,6 @@
 #include "runtime_client/command_encoding.h"
 
+#include <cstring>
 #include <string>
 
 #include "google/protobuf/io/coded_stream.h"
@@ -33,37 +34,18 @@ std::string& Buffer() {
   return buffer;
 }
 
-}  // namespace
-
-absl::string_view EncodeCommand(const proto::Command& command) {
-  std::string& buffer = Buffer();
-  buffer.resize(command.ByteSizeLong());
-  command.SerializeWithCachedSizesToArray(
-      reinterpret_cast<uint8_t*>(buffer.data()));
-  return buffer;
-}
-
-absl::string_view EncodeLaunchCommand(uint64_t sequence,
-                                      const proto::LaunchOp& op,
-                                      bool force_synchronous) {
-  // A LaunchOp can carry large host tensors, and wrapping it in a Command
-  // would copy it. The encoding of Command{sequence, launch} is simply the
-  // two fields one after the other, so they are written by hand around the
-  // op's own serialization. For a synchronous launch, a trailing
-  // `synchronous: true` field is appended to the embedded message: protobuf
-  // parsers keep the last value of a repeated scalar field, so the daemon
-  // sees synchronous = true without the op being copied.
-  // The command's phase (when not the default, forward) and the profiler's
-  // correlation id (when profiling) follow the body.
+// Command{sequence, launch = <the body write_body writes, body_bytes
+// long>}, then the thread's phase and correlation id. The encoding of a
+// Command is its fields one after the other, so they are written by hand
+// around the body: a LaunchOp can carry large host tensors, and wrapping
+// it in a Command would copy it. The command's phase (when not the
+// default, forward) and the profiler's correlation id (when profiling)
+// follow the body.
+template <typename WriteBody>
+absl::string_view EncodeLaunchAround(uint64_t sequence, size_t body_bytes,
+                                     WriteBody write_body) {
   const uint32_t phase = static_cast<uint32_t>(ThreadCommandPhase());
   const uint64_t correlation = ThreadCorrelationId();
-  const size_t op_bytes = op.ByteSizeLong();
-  const size_t synchronous_bytes =
-      force_synchronous
-          ? CodedOutputStream::VarintSize32(kLaunchSynchronousTag) +
-                sizeof(kVarintTrue)
-          : 0;
-  const size_t body_bytes = op_bytes + synchronous_bytes;
   const size_t total =
       CodedOutputStream::VarintSize32(kCommandSequenceTag) +
       CodedOutputStream::VarintSize64(sequence) +
@@ -83,11 +65,7 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
   out = CodedOutputStream::WriteVarint64ToArray(sequence, out);
   out = CodedOutputStream::WriteTagToArray(kCommandLaunchTag, out);
   out = CodedOutputStream::WriteVarint64ToArray(body_bytes, out);
-  out = op.SerializeWithCachedSizesToArray(out);
-  if (force_synchronous) {
-    out = CodedOutputStream::WriteTagToArray(kLaunchSynchronousTag, out);
-    *out++ = kVarintTrue;
-  }
+  out = write_body(out);
   if (phase != 0) {
     out = CodedOutputStream::WriteTagToArray(kCommandPhaseTag, out);
     out = CodedOutputStream::WriteVarint32ToArray(phase, out);
@@ -97,6 +75,48 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
     out = CodedOutputStream::WriteVarint64ToArray(correlation, out);
   }
   return buffer;
+}
+
+}  // namespace
+
+absl::string_view EncodeCommand(const proto::Command& command) {
+  std::string& buffer = Buffer();
+  buffer.resize(command.ByteSizeLong());
+  command.SerializeWithCachedSizesToArray(
+      reinterpret_cast<uint8_t*>(buffer.data()));
+  return buffer;
+}
+
+absl::string_view EncodeLaunchCommand(uint64_t sequence,
+                                      const proto::LaunchOp& op,
+                                      bool force_synchronous) {
+  // For a synchronous launch, a trailing `synchronous: true` field is
+  // appended to the embedded message: protobuf parsers keep the last value
+  // of a repeated scalar field, so the daemon sees synchronous = true
+  // without the op being copied.
+  const size_t op_bytes = op.ByteSizeLong();
+  const size_t synchronous_bytes =
+      force_synchronous
+          ? CodedOutputStream::VarintSize32(kLaunchSynchronousTag) +
+                sizeof(kVarintTrue)
+          : 0;
+  return EncodeLaunchAround(
+      sequence, op_bytes + synchronous_bytes, [&](uint8_t* out) {
+        out = op.SerializeWithCachedSizesToArray(out);
+        if (force_synchronous) {
+          out = CodedOutputStream::WriteTagToArray(kLaunchSynchronousTag, out);
+          *out++ = kVarintTrue;
+        }
+        return out;
+      });
+}
+
+absl::string_view EncodeSerializedLaunchCommand(uint64_t sequence,
+                                                absl::string_view op) {
+  return EncodeLaunchAround(sequence, op.size(), [&](uint8_t* out) {
+    std::memcpy(out, op.data(), op.size());
+    return out + op.size();
+  });
 }
 
 }  // namespace openreg::client

@@ -22,6 +22,12 @@ absl::string_view EncodeLaunchCommand(uint64_t sequence,
                                       const proto::LaunchOp& op,
                                       bool force_synchronous);
 
+// The bytes of Command{sequence, launch = op} for an op already serialized
+// (an asynchronous proto::LaunchOp's bytes). Valid until the next call on
+// this thread.
+absl::string_view EncodeSerializedLaunchCommand(uint64_t sequence,
+                                                absl::string_view op);
+
 }  // namespace openreg::client
 
 #endif  // OPENREG_RUNTIME_CLIENT_COMMAND_ENCODING_H_

@@ -17,6 +17,7 @@ namespace openreg {
 // The runtime API is openreg::; its machinery is openreg::client::.
 using client::Client;
 using client::EncodeLaunchCommand;
+using client::EncodeSerializedLaunchCommand;
 using client::MakeError;
 using client::NullArgumentError;
 using client::ReturnStatus;
@@ -87,6 +88,20 @@ Error LaunchOp(const proto::LaunchOp& op, StreamId stream) {
                 [&op](uint64_t sequence) {
                   return EncodeLaunchCommand(sequence, op,
                                              /*force_synchronous=*/false);
+                })
+        .status();
+  }));
+}
+
+Error LaunchSerializedOp(std::string_view op, StreamId stream) {
+  return ReturnStatus(WithSession([&](Session& session) -> absl::Status {
+    absl::StatusOr<StreamContext*> context = session.FindStream(stream);
+    if (!context.ok()) return context.status();
+    return session
+        .Submit(**context,
+                [op](uint64_t sequence) {
+                  return EncodeSerializedLaunchCommand(
+                      sequence, absl::string_view(op.data(), op.size()));
                 })
         .status();
   }));

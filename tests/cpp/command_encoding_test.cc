@@ -98,6 +98,24 @@ TEST_F(CommandEncodingTest, LaunchIsTheGeneratedSerialization) {
   }
 }
 
+TEST_F(CommandEncodingTest, SerializedLaunchIsTheSameBytesAsItsMessage) {
+  // An op already serialized (op_codec/launch_writer.h) is wrapped exactly
+  // as its message is, phase and sequence included.
+  for (proto::CommandPhase phase : kPhases) {
+    SetThreadCommandPhase(phase);
+    for (uint64_t sequence : {uint64_t{1}, uint64_t{300}, ~uint64_t{0}}) {
+      for (const proto::LaunchOp& op : Ops()) {
+        const std::string message_bytes(
+            EncodeLaunchCommand(sequence, op, /*force_synchronous=*/false));
+        EXPECT_EQ(
+            EncodeSerializedLaunchCommand(sequence, op.SerializeAsString()),
+            message_bytes)
+            << op.DebugString();
+      }
+    }
+  }
+}
+
 TEST_F(CommandEncodingTest, ForcedSynchronousLaunchParsesAsSynchronous) {
   for (proto::CommandPhase phase : kPhases) {
     SetThreadCommandPhase(phase);

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "op_codec/kernel_settings.h"
+#include "op_codec/launch_writer.h"
 #include "openreg/launch.h"
 #include "torch_backend/command_phase.h"
 #include "torch_backend/device_guard.h"
@@ -87,18 +88,54 @@ void EncodeOutputs(c10::ArrayRef<at::Tensor> outputs, proto::LaunchOp* launch) {
   }
 }
 
+// The bytes EncodeLaunch and EncodeOutputs would serialize, written
+// without building the proto (op_codec/launch_writer.h). False for a launch
+// that draws random numbers or has an argument of a kind the writer does
+// not take: EncodeLaunch then builds it.
+bool WriteLaunch(const c10::OperatorHandle& op,
+                 c10::ArrayRef<c10::IValue> arguments,
+                 c10::ArrayRef<at::Tensor> outputs,
+                 op_codec::LaunchWriter* writer) {
+  if (op.hasTag(at::Tag::nondeterministic_seeded)) return false;
+  const c10::OperatorName& name = op.operator_name();
+  writer->Begin(name.name, name.overload_name);
+  const std::vector<c10::Argument>& parameters = op.schema().arguments();
+  for (size_t i = 0; i < arguments.size(); ++i) {
+    if (i < parameters.size() && IsGeneratorType(parameters[i].type())) {
+      return false;
+    }
+    if (!writer->AddArgument(arguments[i])) return false;
+  }
+  for (const at::Tensor& output : outputs) {
+    if (output.defined() && !writer->AddOutput(output)) return false;
+  }
+  const op_codec::KernelSettings settings = LaunchSettings();
+  if (settings != op_codec::KernelSettings()) {
+    thread_local proto::KernelSettings encoded;
+    encoded.Clear();
+    op_codec::EncodeKernelSettings(settings, &encoded);
+    writer->SetSettings(encoded);
+  }
+  return true;
+}
+
 }  // namespace
 
 void LaunchAsync(const c10::OperatorHandle& op,
                  c10::ArrayRef<c10::IValue> arguments,
                  c10::ArrayRef<at::Tensor> outputs, c10::DeviceIndex device) {
   // Reused per thread: the per-op path allocates nothing it can avoid.
+  thread_local op_codec::LaunchWriter writer;
   thread_local proto::LaunchOp launch;
-  launch.Clear();
-  EncodeLaunch(op, arguments, device, &launch);
-  EncodeOutputs(outputs, &launch);
+  const bool written = WriteLaunch(op, arguments, outputs, &writer);
+  if (!written) {
+    launch.Clear();
+    EncodeLaunch(op, arguments, device, &launch);
+    EncodeOutputs(outputs, &launch);
+  }
   const StreamId stream = CurrentStreamId(device);
-  OPENREG_CHECK(LaunchOp(launch, stream));
+  OPENREG_CHECK(written ? LaunchSerializedOp(writer.bytes(), stream)
+                        : LaunchOp(launch, stream));
   // OPENREG_LAUNCH_BLOCKING=1, like CUDA_LAUNCH_BLOCKING=1: every launch
   // waits for its kernel, so an error the kernel finds is raised here, at
   // the call that caused it.

@@ -5,6 +5,7 @@
 #define OPENREG_RUNTIME_CLIENT_INCLUDE_OPENREG_LAUNCH_H_
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "openreg/runtime.h"
@@ -17,6 +18,11 @@ namespace openreg {
 // already be allocated (their shapes came from the op's Meta kernel).
 // Failures inside the kernel are reported at the next synchronizing call.
 Error LaunchOp(const proto::LaunchOp& op, StreamId stream = kDefaultStream);
+
+// LaunchOp for an op already serialized: `op` holds the bytes of an
+// asynchronous proto::LaunchOp (op_codec/launch_writer.h writes them
+// without building the message). The daemon validates them as any command.
+Error LaunchSerializedOp(std::string_view op, StreamId stream = kDefaultStream);
 
 // Enqueues an op whose outputs the daemon allocates, waits for it and
 // returns the outputs (device tensors owned by this session: free them with

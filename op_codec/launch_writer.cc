@@ -1,0 +1,231 @@
+#include "op_codec/launch_writer.h"
+
+#include <c10/core/ScalarType.h>
+
+#include <cstring>
+
+#include "google/protobuf/wire_format_lite.h"
+#include "op_codec/op_codec.h"
+
+namespace openreg::op_codec {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+
+constexpr int kVarint = WireFormatLite::WIRETYPE_VARINT;
+constexpr int kFixed64 = WireFormatLite::WIRETYPE_FIXED64;
+constexpr int kLengthDelimited = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
+
+}  // namespace
+
+void LaunchWriter::PutVarint(uint64_t value) {
+  while (value >= 0x80) {
+    buffer_.push_back(static_cast<char>(value | 0x80));
+    value >>= 7;
+  }
+  buffer_.push_back(static_cast<char>(value));
+}
+
+void LaunchWriter::PutTag(int field, int wire_type) {
+  PutVarint(WireFormatLite::MakeTag(
+      field, static_cast<WireFormatLite::WireType>(wire_type)));
+}
+
+void LaunchWriter::PutString(int field, std::string_view bytes) {
+  PutTag(field, kLengthDelimited);
+  PutVarint(bytes.size());
+  buffer_.append(bytes.data(), bytes.size());
+}
+
+size_t LaunchWriter::BeginMessage(int field) {
+  PutTag(field, kLengthDelimited);
+  // One byte for the length: most nested messages are shorter than 128
+  // bytes. EndMessage makes room when one is not.
+  buffer_.push_back(0);
+  return buffer_.size() - 1;
+}
+
+void LaunchWriter::EndMessage(size_t length_at) {
+  const size_t length = buffer_.size() - length_at - 1;
+  if (length < 0x80) {
+    buffer_[length_at] = static_cast<char>(length);
+    return;
+  }
+  char varint[10];
+  size_t size = 0;
+  for (uint64_t rest = length; rest != 0; rest >>= 7) {
+    varint[size++] =
+        static_cast<char>((rest & 0x7f) | (rest >= 0x80 ? 0x80 : 0));
+  }
+  buffer_.insert(length_at + 1, size - 1, '\0');
+  std::memcpy(&buffer_[length_at], varint, size);
+}
+
+template <typename Ints>
+void LaunchWriter::PutPackedInts(int field, const Ints& values) {
+  if (values.empty()) return;  // proto3 omits an empty packed field
+  const size_t at = BeginMessage(field);
+  for (int64_t value : values) PutVarint(static_cast<uint64_t>(value));
+  EndMessage(at);
+}
+
+void LaunchWriter::PutTensorRef(const at::Tensor& tensor) {
+  // EncodeTensorRef's fields, each omitted at its proto3 default.
+  const auto address = reinterpret_cast<uint64_t>(tensor.const_data_ptr());
+  if (address != 0) {
+    PutTag(proto::TensorRef::kAddressFieldNumber, kVarint);
+    PutVarint(address);
+  }
+  PutPackedInts(proto::TensorRef::kSizesFieldNumber, tensor.sizes());
+  PutPackedInts(proto::TensorRef::kStridesFieldNumber, tensor.strides());
+  const auto dtype = static_cast<int32_t>(tensor.scalar_type());
+  if (dtype != 0) {
+    PutTag(proto::TensorRef::kDtypeFieldNumber, kVarint);
+    PutVarint(static_cast<uint64_t>(static_cast<int64_t>(dtype)));
+  }
+  const int32_t device = tensor.device().index();
+  if (device != 0) {
+    PutTag(proto::TensorRef::kDeviceFieldNumber, kVarint);
+    PutVarint(static_cast<uint64_t>(static_cast<int64_t>(device)));
+  }
+  if (tensor.is_conj()) {
+    PutTag(proto::TensorRef::kConjFieldNumber, kVarint);
+    PutVarint(1);
+  }
+  if (tensor.is_neg()) {
+    PutTag(proto::TensorRef::kNegFieldNumber, kVarint);
+    PutVarint(1);
+  }
+  const int64_t storage_offset = tensor.storage_offset();
+  if (storage_offset != 0) {
+    PutTag(proto::TensorRef::kStorageOffsetFieldNumber, kVarint);
+    PutVarint(static_cast<uint64_t>(storage_offset));
+  }
+}
+
+bool LaunchWriter::PutHostTensor(const at::Tensor& tensor) {
+  // EncodeHostTensor's fields, for a tensor it would send without a copy.
+  const int64_t nbytes = tensor.numel() * tensor.element_size();
+  if (!tensor.is_contiguous() || nbytes > kMaxInlineHostBytes ||
+      tensor.is_quantized() || tensor.is_conj() || tensor.is_neg()) {
+    return false;
+  }
+  const size_t at = BeginMessage(proto::Argument::kHostTensorFieldNumber);
+  PutPackedInts(proto::HostTensor::kSizesFieldNumber, tensor.sizes());
+  const auto dtype = static_cast<int32_t>(tensor.scalar_type());
+  if (dtype != 0) {
+    PutTag(proto::HostTensor::kDtypeFieldNumber, kVarint);
+    PutVarint(static_cast<uint64_t>(static_cast<int64_t>(dtype)));
+  }
+  if (nbytes != 0) {
+    PutString(
+        proto::HostTensor::kDataFieldNumber,
+        std::string_view(static_cast<const char*>(tensor.const_data_ptr()),
+                         static_cast<size_t>(nbytes)));
+  }
+  if (tensor.unsafeGetTensorImpl()->is_wrapped_number()) {
+    PutTag(proto::HostTensor::kWrappedNumberFieldNumber, kVarint);
+    PutVarint(1);
+  }
+  EndMessage(at);
+  return true;
+}
+
+bool LaunchWriter::PutTensorValue(const at::Tensor& tensor) {
+  if (!tensor.defined()) {
+    PutTag(proto::Argument::kNoneFieldNumber, kVarint);
+    PutVarint(1);
+    return true;
+  }
+  if (tensor.layout() != at::kStrided) return false;
+  if (tensor.is_privateuseone()) {
+    if (tensor.is_quantized()) return false;
+    const size_t at = BeginMessage(proto::Argument::kTensorFieldNumber);
+    PutTensorRef(tensor);
+    EndMessage(at);
+    return true;
+  }
+  return tensor.is_cpu() && PutHostTensor(tensor);
+}
+
+bool LaunchWriter::PutValue(const c10::IValue& value) {
+  if (value.isNone()) {
+    PutTag(proto::Argument::kNoneFieldNumber, kVarint);
+    PutVarint(1);
+  } else if (value.isTensor()) {
+    return PutTensorValue(value.toTensor());
+  } else if (value.isBool()) {
+    PutTag(proto::Argument::kBoolValueFieldNumber, kVarint);
+    PutVarint(value.toBool() ? 1 : 0);
+  } else if (value.isInt()) {
+    PutTag(proto::Argument::kIntValueFieldNumber, kVarint);
+    PutVarint(static_cast<uint64_t>(value.toInt()));
+  } else if (value.isDouble()) {
+    PutTag(proto::Argument::kDoubleValueFieldNumber, kFixed64);
+    const double number = value.toDouble();
+    char bytes[sizeof(number)];
+    std::memcpy(bytes, &number, sizeof(number));  // little-endian x86-64
+    buffer_.append(bytes, sizeof(bytes));
+  } else if (value.isString()) {
+    PutString(proto::Argument::kStringValueFieldNumber, value.toStringRef());
+  } else if (value.isIntList()) {
+    const size_t at = BeginMessage(proto::Argument::kIntListFieldNumber);
+    PutPackedInts(proto::IntList::kValuesFieldNumber, value.toIntList());
+    EndMessage(at);
+  } else if (value.isTensorList()) {
+    const size_t at = BeginMessage(proto::Argument::kTensorListFieldNumber);
+    for (const c10::IValue& element : value.toListRef()) {
+      const size_t element_at =
+          BeginMessage(proto::OptionalTensorList::kValuesFieldNumber);
+      if (!PutTensorValue(element.toTensor())) return false;
+      EndMessage(element_at);
+    }
+    EndMessage(at);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+void LaunchWriter::Begin(std::string_view name, std::string_view overload) {
+  buffer_.clear();
+  if (!name.empty()) PutString(proto::LaunchOp::kNameFieldNumber, name);
+  if (!overload.empty()) {
+    PutString(proto::LaunchOp::kOverloadFieldNumber, overload);
+  }
+}
+
+bool LaunchWriter::AddArgument(const c10::IValue& value) {
+  const size_t start = buffer_.size();
+  const size_t at = BeginMessage(proto::LaunchOp::kArgumentsFieldNumber);
+  if (!PutValue(value)) {
+    buffer_.resize(start);
+    return false;
+  }
+  EndMessage(at);
+  return true;
+}
+
+bool LaunchWriter::AddOutput(const at::Tensor& tensor) {
+  if (!tensor.is_privateuseone() || tensor.is_quantized() ||
+      tensor.layout() != at::kStrided) {
+    return false;
+  }
+  const size_t at = BeginMessage(proto::LaunchOp::kOutputsFieldNumber);
+  PutTensorRef(tensor);
+  EndMessage(at);
+  return true;
+}
+
+void LaunchWriter::SetSettings(const proto::KernelSettings& settings) {
+  // Rare (settings other than ATen's defaults): protobuf writes it.
+  PutTag(proto::LaunchOp::kSettingsFieldNumber, kLengthDelimited);
+  const size_t size = settings.ByteSizeLong();
+  PutVarint(size);
+  const size_t at = buffer_.size();
+  buffer_.resize(at + size);
+  settings.SerializeWithCachedSizesToArray(
+      reinterpret_cast<uint8_t*>(&buffer_[at]));
+}
+
+}  // namespace openreg::op_codec

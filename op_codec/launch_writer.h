@@ -1,0 +1,74 @@
+// Writes the wire bytes of a proto::LaunchOp (protos/commands.proto)
+// straight from ATen values, for the client's per-op path: building a
+// proto::LaunchOp, measuring it and serializing it took about a fifth of a
+// small op's time in the client (docs/ARCHITECTURE.md, "The cost of one
+// op"), most of it in allocating, clearing and freeing the nested messages.
+//
+// Contract: for the values it accepts, the bytes are exactly what
+// proto::LaunchOp::SerializeAsString() gives for the message that
+// EncodeValue (op_codec.h) and EncodeTensorRef build with the client's rule
+// for tensors (an openreg tensor as a TensorRef, a CPU tensor by value), so
+// the daemon parses one format whichever path wrote it
+// (tests/cpp/launch_writer_test.cc). It accepts the kinds most launches
+// carry: None, strided openreg tensors that are not quantized, contiguous
+// CPU tensors of at most kMaxInlineHostBytes, bools, ints, doubles,
+// strings, int lists and lists of such tensors. For anything else
+// AddArgument returns false and writes nothing: the caller then builds the
+// proto::LaunchOp, which knows every kind (and every error message).
+//
+// Write the fields in field-number order: Begin, the arguments, the
+// outputs, then the settings. The bytes stay valid until the next Begin.
+#ifndef OPENREG_OP_CODEC_LAUNCH_WRITER_H_
+#define OPENREG_OP_CODEC_LAUNCH_WRITER_H_
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "protos/commands.pb.h"
+
+namespace openreg::op_codec {
+
+class LaunchWriter {
+ public:
+  // Starts a LaunchOp of `name` and `overload`, forgetting the last one.
+  void Begin(std::string_view name, std::string_view overload);
+
+  // Appends one argument; false (nothing written) for a kind not listed
+  // above.
+  bool AddArgument(const c10::IValue& value);
+
+  // Appends an output, an allocated openreg tensor; false (nothing
+  // written) for a quantized one.
+  bool AddOutput(const at::Tensor& tensor);
+
+  // Sets the launch's KernelSettings field (only when not the defaults).
+  void SetSettings(const proto::KernelSettings& settings);
+
+  std::string_view bytes() const { return buffer_; }
+
+ private:
+  void PutTag(int field, int wire_type);
+  void PutVarint(uint64_t value);
+  void PutString(int field, std::string_view bytes);
+  // A length-delimited field whose length is written by EndMessage.
+  size_t BeginMessage(int field);
+  void EndMessage(size_t length_at);
+  template <typename Ints>
+  void PutPackedInts(int field, const Ints& values);
+  void PutTensorRef(const at::Tensor& tensor);
+  bool PutHostTensor(const at::Tensor& tensor);
+  // One Argument's oneof value, without the Argument's own tag.
+  bool PutValue(const c10::IValue& value);
+  bool PutTensorValue(const at::Tensor& tensor);
+
+  std::string buffer_;
+};
+
+}  // namespace openreg::op_codec
+
+#endif  // OPENREG_OP_CODEC_LAUNCH_WRITER_H_
