@@ -2,6 +2,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "google/protobuf/wire_format_lite.h"
@@ -18,35 +19,36 @@ constexpr int kLengthDelimited = WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
 
 }  // namespace
 
-void LaunchWriter::PutVarint(uint64_t value) {
-  while (value >= 0x80) {
-    buffer_.push_back(static_cast<char>(value | 0x80));
-    value >>= 7;
-  }
-  buffer_.push_back(static_cast<char>(value));
+void LaunchWriter::Grow(size_t bytes) {
+  const size_t used = Offset();
+  buffer_.resize(std::max<size_t>({2 * buffer_.size(), used + bytes, 256}));
+  cursor_ = buffer_.data() + used;
+  end_ = buffer_.data() + buffer_.size();
 }
 
-void LaunchWriter::PutTag(int field, int wire_type) {
-  PutVarint(WireFormatLite::MakeTag(
-      field, static_cast<WireFormatLite::WireType>(wire_type)));
+void LaunchWriter::PutBytes(const void* data, size_t size) {
+  Reserve(size);
+  std::memcpy(cursor_, data, size);
+  cursor_ += size;
 }
 
 void LaunchWriter::PutString(int field, std::string_view bytes) {
   PutTag(field, kLengthDelimited);
   PutVarint(bytes.size());
-  buffer_.append(bytes.data(), bytes.size());
+  PutBytes(bytes.data(), bytes.size());
 }
 
 size_t LaunchWriter::BeginMessage(int field) {
   PutTag(field, kLengthDelimited);
   // One byte for the length: most nested messages are shorter than 128
   // bytes. EndMessage makes room when one is not.
-  buffer_.push_back(0);
-  return buffer_.size() - 1;
+  Reserve(1);
+  *cursor_++ = 0;
+  return Offset() - 1;
 }
 
 void LaunchWriter::EndMessage(size_t length_at) {
-  const size_t length = buffer_.size() - length_at - 1;
+  const size_t length = Offset() - length_at - 1;
   if (length < 0x80) {
     buffer_[length_at] = static_cast<char>(length);
     return;
@@ -57,8 +59,11 @@ void LaunchWriter::EndMessage(size_t length_at) {
     varint[size++] =
         static_cast<char>((rest & 0x7f) | (rest >= 0x80 ? 0x80 : 0));
   }
-  buffer_.insert(length_at + 1, size - 1, '\0');
-  std::memcpy(&buffer_[length_at], varint, size);
+  Reserve(size - 1);
+  char* const length_field = buffer_.data() + length_at;
+  std::memmove(length_field + size, length_field + 1, length);
+  std::memcpy(length_field, varint, size);
+  cursor_ += size - 1;
 }
 
 template <typename Ints>
@@ -163,9 +168,7 @@ bool LaunchWriter::PutValue(const c10::IValue& value) {
   } else if (value.isDouble()) {
     PutTag(proto::Argument::kDoubleValueFieldNumber, kFixed64);
     const double number = value.toDouble();
-    char bytes[sizeof(number)];
-    std::memcpy(bytes, &number, sizeof(number));  // little-endian x86-64
-    buffer_.append(bytes, sizeof(bytes));
+    PutBytes(&number, sizeof(number));  // little-endian, as on x86-64
   } else if (value.isString()) {
     PutString(proto::Argument::kStringValueFieldNumber, value.toStringRef());
   } else if (value.isIntList()) {
@@ -188,7 +191,8 @@ bool LaunchWriter::PutValue(const c10::IValue& value) {
 }
 
 void LaunchWriter::Begin(std::string_view name, std::string_view overload) {
-  buffer_.clear();
+  cursor_ = buffer_.data();
+  if (end_ == nullptr) Grow(0);  // the first launch: no storage yet
   if (!name.empty()) PutString(proto::LaunchOp::kNameFieldNumber, name);
   if (!overload.empty()) {
     PutString(proto::LaunchOp::kOverloadFieldNumber, overload);
@@ -196,10 +200,10 @@ void LaunchWriter::Begin(std::string_view name, std::string_view overload) {
 }
 
 bool LaunchWriter::AddArgument(const c10::IValue& value) {
-  const size_t start = buffer_.size();
+  const size_t start = Offset();
   const size_t at = BeginMessage(proto::LaunchOp::kArgumentsFieldNumber);
   if (!PutValue(value)) {
-    buffer_.resize(start);
+    cursor_ = buffer_.data() + start;
     return false;
   }
   EndMessage(at);
@@ -222,10 +226,9 @@ void LaunchWriter::SetSettings(const proto::KernelSettings& settings) {
   PutTag(proto::LaunchOp::kSettingsFieldNumber, kLengthDelimited);
   const size_t size = settings.ByteSizeLong();
   PutVarint(size);
-  const size_t at = buffer_.size();
-  buffer_.resize(at + size);
-  settings.SerializeWithCachedSizesToArray(
-      reinterpret_cast<uint8_t*>(&buffer_[at]));
+  Reserve(size);
+  cursor_ = reinterpret_cast<char*>(settings.SerializeWithCachedSizesToArray(
+      reinterpret_cast<uint8_t*>(cursor_)));
 }
 
 }  // namespace openreg::op_codec

@@ -35,6 +35,11 @@ namespace openreg::op_codec {
 
 class LaunchWriter {
  public:
+  LaunchWriter() = default;
+  // Not copyable: the cursor points into the writer's own buffer.
+  LaunchWriter(const LaunchWriter&) = delete;
+  LaunchWriter& operator=(const LaunchWriter&) = delete;
+
   // Starts a LaunchOp of `name` and `overload`, forgetting the last one.
   void Begin(std::string_view name, std::string_view overload);
 
@@ -49,13 +54,35 @@ class LaunchWriter {
   // Sets the launch's KernelSettings field (only when not the defaults).
   void SetSettings(const proto::KernelSettings& settings);
 
-  std::string_view bytes() const { return buffer_; }
+  std::string_view bytes() const {
+    return {buffer_.data(), static_cast<size_t>(cursor_ - buffer_.data())};
+  }
 
  private:
-  void PutTag(int field, int wire_type);
-  void PutVarint(uint64_t value);
+  // Every write makes room first and then stores through cursor_, with no
+  // per-byte bounds check: the buffer only grows, and a launch's bytes are
+  // reused from the last one's storage.
+  void Reserve(size_t bytes) {
+    if (static_cast<size_t>(end_ - cursor_) < bytes) Grow(bytes);
+  }
+  void Grow(size_t bytes);
+  size_t Offset() const { return cursor_ - buffer_.data(); }
+  void PutVarint(uint64_t value) {
+    Reserve(10);
+    while (value >= 0x80) {
+      *cursor_++ = static_cast<char>(value | 0x80);
+      value >>= 7;
+    }
+    *cursor_++ = static_cast<char>(value);
+  }
+  void PutTag(int field, int wire_type) {
+    PutVarint((static_cast<uint32_t>(field) << 3) |
+              static_cast<uint32_t>(wire_type));
+  }
+  void PutBytes(const void* data, size_t size);
   void PutString(int field, std::string_view bytes);
-  // A length-delimited field whose length is written by EndMessage.
+  // A length-delimited field whose length EndMessage writes (at the offset
+  // BeginMessage returns).
   size_t BeginMessage(int field);
   void EndMessage(size_t length_at);
   template <typename Ints>
@@ -66,7 +93,9 @@ class LaunchWriter {
   bool PutValue(const c10::IValue& value);
   bool PutTensorValue(const at::Tensor& tensor);
 
-  std::string buffer_;
+  std::string buffer_;  // storage; the launch is [data(), cursor_)
+  char* cursor_ = nullptr;
+  char* end_ = nullptr;
 };
 
 }  // namespace openreg::op_codec
