@@ -42,12 +42,12 @@ class ClientRule : public DeviceTensorCodec {
 
 // An openreg tensor as the client holds one: a PrivateUse1 tensor whose
 // data pointer is an opaque device address, never dereferenced.
-at::Tensor DeviceTensor(std::vector<int64_t> sizes,
-                        std::vector<int64_t> strides,
+at::Tensor DeviceTensor(const std::vector<int64_t>& sizes,
+                        const std::vector<int64_t>& strides,
                         at::ScalarType dtype = at::kFloat, int device = 0,
                         uint64_t offset = 0x4000, int64_t storage_offset = 0) {
   const uint64_t address = offset == 0 ? 0 : MakeDeviceAddress(device, offset);
-  c10::DataPtr data(reinterpret_cast<void*>(address),
+  c10::DataPtr data(reinterpret_cast<void*>(address),  // NOLINT: opaque
                     c10::Device(c10::DeviceType::PrivateUse1,
                                 static_cast<c10::DeviceIndex>(device)));
   c10::Storage storage(c10::Storage::use_byte_size_t(), 1 << 20,
@@ -178,11 +178,13 @@ TEST(LaunchWriterTest, LongNestedMessagesGetLongerLengthPrefixes) {
   // 14 dimensions whose strides take 8 bytes each).
   const std::vector<int64_t> sizes(14, 2);
   std::vector<int64_t> strides;
+  strides.reserve(14);
   for (int d = 0; d < 14; ++d) strides.push_back(int64_t{1} << (53 - d));
   std::vector<at::Tensor> list;
+  list.reserve(300);
   for (int i = 0; i < 300; ++i) {
-    list.push_back(
-        DeviceTensor(sizes, strides, at::kFloat, i % 4, 0x1000 * (i + 1), i));
+    list.push_back(DeviceTensor(sizes, strides, at::kFloat, i % 4,
+                                uint64_t{0x1000} * (i + 1), i));
   }
   list[17] = at::Tensor();  // an undefined element travels as None
   ExpectSameBytes("aten::_foreach_add_", "Scalar", {list, 2.5}, {});
