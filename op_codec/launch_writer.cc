@@ -38,21 +38,7 @@ void LaunchWriter::PutString(int field, std::string_view bytes) {
   PutBytes(bytes.data(), bytes.size());
 }
 
-size_t LaunchWriter::BeginMessage(int field) {
-  PutTag(field, kLengthDelimited);
-  // One byte for the length: most nested messages are shorter than 128
-  // bytes. EndMessage makes room when one is not.
-  Reserve(1);
-  *cursor_++ = 0;
-  return Offset() - 1;
-}
-
-void LaunchWriter::EndMessage(size_t length_at) {
-  const size_t length = Offset() - length_at - 1;
-  if (length < 0x80) {
-    buffer_[length_at] = static_cast<char>(length);
-    return;
-  }
+void LaunchWriter::WidenLength(size_t length_at, size_t length) {
   char varint[10];
   size_t size = 0;
   for (uint64_t rest = length; rest != 0; rest >>= 7) {

@@ -29,6 +29,7 @@
 #include <string>
 #include <string_view>
 
+#include "google/protobuf/wire_format_lite.h"
 #include "protos/commands.pb.h"
 
 namespace openreg::op_codec {
@@ -82,9 +83,28 @@ class LaunchWriter {
   void PutBytes(const void* data, size_t size);
   void PutString(int field, std::string_view bytes);
   // A length-delimited field whose length EndMessage writes (at the offset
-  // BeginMessage returns).
-  size_t BeginMessage(int field);
-  void EndMessage(size_t length_at);
+  // BeginMessage returns). Inline: a launch has a dozen of them.
+  size_t BeginMessage(int field) {
+    PutTag(
+        field,
+        google::protobuf::internal::WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+    // One byte for the length: most nested messages are shorter than 128
+    // bytes. EndMessage makes room when one is not.
+    Reserve(1);
+    *cursor_++ = 0;
+    return Offset() - 1;
+  }
+  void EndMessage(size_t length_at) {
+    const size_t length = Offset() - length_at - 1;
+    if (length < 0x80) {
+      buffer_[length_at] = static_cast<char>(length);
+      return;
+    }
+    WidenLength(length_at, length);
+  }
+  // EndMessage for a message of 128 bytes or more: its length takes more
+  // than the byte BeginMessage kept, so the message moves up.
+  void WidenLength(size_t length_at, size_t length);
   template <typename Ints>
   void PutPackedInts(int field, const Ints& values);
   void PutTensorRef(const at::Tensor& tensor);

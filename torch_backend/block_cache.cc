@@ -169,7 +169,7 @@ BlockCache::Block* BlockCache::AllocateSegment(
     }
     TORCH_CHECK(false, message);
   }
-  Block* block = new Block();
+  Block* block = NewBlock();
   block->ptr = ptr;
   block->size = segment;
   block->stream = stream;
@@ -187,7 +187,7 @@ BlockCache::Block* BlockCache::SplitIfWorthIt(Block* block, size_t size) {
   const bool worth_it =
       block->small_pool ? remaining >= kMinBlockSize : remaining > kSmallSize;
   if (!worth_it) return block;
-  Block* rest = new Block();
+  Block* rest = NewBlock();
   rest->ptr = static_cast<char*>(block->ptr) + size;
   rest->size = remaining;
   rest->stream = block->stream;
@@ -202,6 +202,33 @@ BlockCache::Block* BlockCache::SplitIfWorthIt(Block* block, size_t size) {
   return block;
 }
 
+BlockCache::Block* BlockCache::NewBlock() {
+  if (spare_blocks_.empty()) return new Block();
+  Block* block = spare_blocks_.back().release();
+  spare_blocks_.pop_back();
+  return block;
+}
+
+void BlockCache::DeleteBlock(Block* block) {
+  // Enough for the splits a burst of frees merges away; beyond that the
+  // records go back to the heap.
+  constexpr size_t kMaxSpareBlocks = 256;
+  if (spare_blocks_.size() >= kMaxSpareBlocks) {
+    delete block;
+    return;
+  }
+  // As new, but the stream set keeps its (small) table.
+  block->ptr = nullptr;
+  block->size = block->requested = 0;
+  block->stream = 0;
+  block->pool = 0;
+  block->allocated = block->small_pool = block->shared = false;
+  block->prev = block->next = nullptr;
+  block->stream_uses.clear();
+  block->context.reset();
+  spare_blocks_.emplace_back(block);
+}
+
 void BlockCache::InsertFree(Block* block) {
   block->allocated = false;
   block->stream_uses.clear();
@@ -213,7 +240,7 @@ void BlockCache::InsertFree(Block* block) {
     prev->size += block->size;
     prev->next = block->next;
     if (block->next != nullptr) block->next->prev = prev;
-    delete block;
+    DeleteBlock(block);
     block = prev;
   }
   if (Block* next = block->next; next != nullptr && !next->allocated) {
@@ -221,16 +248,22 @@ void BlockCache::InsertFree(Block* block) {
     block->size += next->size;
     block->next = next->next;
     if (next->next != nullptr) next->next->prev = block;
-    delete next;
+    DeleteBlock(next);
   }
-  pool.insert(block);
+  if (spare_node_.empty()) {
+    pool.insert(block);
+  } else {
+    spare_node_.value() = block;
+    pool.insert(std::move(spare_node_));
+  }
   if (block->prev != nullptr || block->next != nullptr) {
     CountInactiveSplit(block, +1);
   }
 }
 
 void BlockCache::PoolErase(Block* block) {
-  PoolFor(block->small_pool).erase(block);
+  Pool::node_type node = PoolFor(block->small_pool).extract(block);
+  if (spare_node_.empty()) spare_node_ = std::move(node);
   // A pooled block's neighbours change only through PoolErase and
   // InsertFree, so it is split now exactly when it was at insertion.
   if (block->prev != nullptr || block->next != nullptr) {
@@ -400,7 +433,7 @@ bool BlockCache::ReleaseFreeSegments() {
       stats_.num_device_free += 1;
       Record(TraceAction::kSegmentFree, block->ptr, block->size, block->stream,
              nullptr);
-      delete block;
+      DeleteBlock(block);
       released = true;
     }
   }

@@ -163,6 +163,10 @@ class BlockCache {
   };
 
   Pool& PoolFor(bool small) { return small ? small_blocks_ : large_blocks_; }
+  // Block records are reused (a split and a merge per op would otherwise
+  // allocate and free one each time).
+  Block* NewBlock();
+  void DeleteBlock(Block* block);
   Block* FindFreeBlock(size_t size, StreamId stream, PoolId pool, bool small);
   Block* AllocateSegment(size_t size, StreamId stream, PoolId pool, bool small,
                          const std::shared_ptr<c10::GatheredContext>& context);
@@ -207,6 +211,11 @@ class BlockCache {
   // Freed blocks that another process may still have open (IPC).
   std::vector<Block*> shared_freed_;
   std::vector<EventId> spare_events_;
+  std::vector<std::unique_ptr<Block>> spare_blocks_;
+  // A pool's tree node kept from the last erase for the next insert (both
+  // pools are one type): a block split off and merged back per op costs no
+  // node allocation.
+  Pool::node_type spare_node_;
   size_t reserved_limit_ = 0;  // 0 = no limit
   // Private pools whose owner is gone: their free segments are released.
   absl::flat_hash_set<PoolId> released_pools_;

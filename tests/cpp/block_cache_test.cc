@@ -177,6 +177,34 @@ TEST_F(BlockCacheTest, BlockUsedOnAnotherStreamWaitsForThatStream) {
   EXPECT_EQ(cache_.Allocate(4096, 1), a);  // the event completed
 }
 
+// Block records and tree nodes are recycled through splits and merges
+// (block_cache.h): a recycled record must carry nothing of its last use.
+TEST_F(BlockCacheTest, ABlockSplitOffAgainCarriesNothingOfItsLastUse) {
+  void* first = cache_.Allocate(4096, /*stream=*/1);
+  void* second = cache_.Allocate(4096, /*stream=*/1);
+  cache_.RecordStream(second, /*stream=*/2);
+  ASSERT_TRUE(cache_.MarkShared(first));
+  cache_.Free(second);  // fenced by stream 2, idle: reusable at once
+  EXPECT_EQ(cache_.CollectShared(), 0u);
+  cache_.Free(first);  // shared, opened by nobody: merged back at collection
+  EXPECT_EQ(cache_.CollectShared(), 0u);
+  const uint64_t events_before = device_.next_event;
+  for (int round = 0; round < 100; ++round) {
+    void* again = cache_.Allocate(4096, /*stream=*/1);
+    EXPECT_EQ(again, first) << "round " << round;
+    cache_.Free(again);
+  }
+  // No stream use and no shared mark came back with a recycled record: the
+  // frees above recorded no event and left nothing pending.
+  EXPECT_EQ(device_.next_event, events_before);
+  EXPECT_EQ(cache_.CollectShared(), 0u);
+  EXPECT_EQ(Current(cache_.Stats().active_bytes), 0);
+  EXPECT_EQ(Current(cache_.Stats().allocated_bytes), 0);
+  // The segment is whole again: empty_cache returns it.
+  cache_.EmptyCache();
+  EXPECT_EQ(device_.used, 0u);
+}
+
 TEST_F(BlockCacheTest, EmptyCacheReturnsOnlyWholeFreeSegments) {
   void* kept = cache_.Allocate(4096, 0);
   void* large = cache_.Allocate(30 * kMiB, 0);  // its own segment

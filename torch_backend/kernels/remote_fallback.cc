@@ -443,6 +443,7 @@ std::vector<c10::IValue> RunAsynchronous(
   std::vector<c10::IValue> results;
   results.reserve(schema.returns().size());
   std::vector<at::Tensor> outputs;
+  outputs.reserve(schema.returns().size());  // one per tensor return, usually
   bool needs_launch = schema.returns().empty();
   for (size_t i = 0; i < schema.returns().size(); ++i) {
     const c10::AliasInfo* alias = plan.return_alias[i];
