@@ -217,15 +217,7 @@ void BlockCache::DeleteBlock(Block* block) {
     delete block;
     return;
   }
-  // As new, but the stream set keeps its (small) table.
-  block->ptr = nullptr;
-  block->size = block->requested = 0;
-  block->stream = 0;
-  block->pool = 0;
-  block->allocated = block->small_pool = block->shared = false;
-  block->prev = block->next = nullptr;
-  block->stream_uses.clear();
-  block->context.reset();
+  *block = Block();  // as new: a recycled record carries nothing over
   spare_blocks_.emplace_back(block);
 }
 
