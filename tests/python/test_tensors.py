@@ -267,6 +267,25 @@ def test_device_context_and_set_device():
         torch.openreg.set_device(0)
 
 
+def test_an_op_runs_on_its_tensors_device_and_leaves_the_current_one():
+    # The fallback switches devices only when the tensors' device is not
+    # the current one; either way the caller's device is unchanged after.
+    on_other = torch.arange(4.0).to("openreg:1")
+    with torch.openreg.device(0):
+        result = on_other * 2 + 1
+        assert result.device.index == 1
+        assert torch.openreg.current_device() == 0
+        with pytest.raises(RuntimeError):
+            on_other + torch.ones(5, device="openreg:1")  # shapes mismatch
+        assert torch.openreg.current_device() == 0
+    with torch.openreg.device(1):
+        on_current = torch.arange(4.0, device="openreg") + 1
+        assert on_current.device.index == 1
+        assert torch.openreg.current_device() == 1
+    torch.testing.assert_close(result.cpu(), torch.arange(4.0) * 2 + 1)
+    torch.testing.assert_close(on_current.cpu(), torch.arange(4.0) + 1)
+
+
 def test_kernel_counters_show_ops_ran_on_their_device():
     before = {d["device"]: d for d in torch.openreg.daemon_stats()["devices"]}
     x = torch.randn(100, 100).to("openreg:1")
