@@ -554,9 +554,9 @@ void Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const c10::DeviceIndex device = CommonDevice(op, plan, arguments);
   // Most ops run on the current device, where a guard would only read it
   // twice more (about 2% of a small op's client instructions).
-  std::optional<c10::DeviceGuard> guard;
+  c10::OptionalDeviceGuard guard;
   if (device != c10::impl::getDeviceGuardImpl(kType)->getDevice().index()) {
-    guard.emplace(c10::Device(kType, device));
+    guard.reset_device(c10::Device(kType, device));
   }
   MetaAnswer meta = meta_allowed && plan.meta_usable
                         ? RunMeta(op, plan, arguments, plan.returns_view)
