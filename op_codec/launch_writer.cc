@@ -52,46 +52,90 @@ void LaunchWriter::WidenLength(size_t length_at, size_t length) {
   cursor_ += size - 1;
 }
 
+char* LaunchWriter::WriteVarint(char* out, uint64_t value) {
+  while (value >= 0x80) {
+    *out++ = static_cast<char>(value | 0x80);
+    value >>= 7;
+  }
+  *out++ = static_cast<char>(value);
+  return out;
+}
+
+namespace {
+
+size_t VarintSize(uint64_t value) {
+  size_t size = 1;
+  while (value >= 0x80) {
+    value >>= 7;
+    ++size;
+  }
+  return size;
+}
+
+}  // namespace
+
+template <typename Ints>
+char* LaunchWriter::WritePackedInts(char* out, int field, const Ints& values) {
+  if (values.empty()) return out;  // proto3 omits an empty packed field
+  // The length first, so that it takes exactly the bytes protobuf gives it.
+  size_t length = 0;
+  for (int64_t value : values) {
+    length += VarintSize(static_cast<uint64_t>(value));
+  }
+  out = WriteTag(out, field, kLengthDelimited);
+  out = WriteVarint(out, length);
+  for (int64_t value : values) {
+    out = WriteVarint(out, static_cast<uint64_t>(value));
+  }
+  return out;
+}
+
 template <typename Ints>
 void LaunchWriter::PutPackedInts(int field, const Ints& values) {
-  if (values.empty()) return;  // proto3 omits an empty packed field
-  const size_t at = BeginMessage(field);
-  for (int64_t value : values) PutVarint(static_cast<uint64_t>(value));
-  EndMessage(at);
+  Reserve(MaxPackedBytes(values.size()));
+  cursor_ = WritePackedInts(cursor_, field, values);
 }
 
 void LaunchWriter::PutTensorRef(const at::Tensor& tensor) {
-  // EncodeTensorRef's fields, each omitted at its proto3 default.
+  // EncodeTensorRef's fields, each omitted at its proto3 default. Room for
+  // all of them is made once: the four scalar fields and the two flags
+  // take a tag and a value, each a varint.
+  const c10::IntArrayRef sizes = tensor.sizes();
+  const c10::IntArrayRef strides = tensor.strides();
+  Reserve(MaxPackedBytes(sizes.size()) + MaxPackedBytes(strides.size()) +
+          kMaxVarintBytes * 2 * 6);
+  char* out = cursor_;
   const auto address = reinterpret_cast<uint64_t>(tensor.const_data_ptr());
   if (address != 0) {
-    PutTag(proto::TensorRef::kAddressFieldNumber, kVarint);
-    PutVarint(address);
+    out = WriteTag(out, proto::TensorRef::kAddressFieldNumber, kVarint);
+    out = WriteVarint(out, address);
   }
-  PutPackedInts(proto::TensorRef::kSizesFieldNumber, tensor.sizes());
-  PutPackedInts(proto::TensorRef::kStridesFieldNumber, tensor.strides());
+  out = WritePackedInts(out, proto::TensorRef::kSizesFieldNumber, sizes);
+  out = WritePackedInts(out, proto::TensorRef::kStridesFieldNumber, strides);
   const auto dtype = static_cast<int32_t>(tensor.scalar_type());
   if (dtype != 0) {
-    PutTag(proto::TensorRef::kDtypeFieldNumber, kVarint);
-    PutVarint(static_cast<uint64_t>(static_cast<int64_t>(dtype)));
+    out = WriteTag(out, proto::TensorRef::kDtypeFieldNumber, kVarint);
+    out = WriteVarint(out, static_cast<uint64_t>(static_cast<int64_t>(dtype)));
   }
   const int32_t device = tensor.device().index();
   if (device != 0) {
-    PutTag(proto::TensorRef::kDeviceFieldNumber, kVarint);
-    PutVarint(static_cast<uint64_t>(static_cast<int64_t>(device)));
+    out = WriteTag(out, proto::TensorRef::kDeviceFieldNumber, kVarint);
+    out = WriteVarint(out, static_cast<uint64_t>(static_cast<int64_t>(device)));
   }
   if (tensor.is_conj()) {
-    PutTag(proto::TensorRef::kConjFieldNumber, kVarint);
-    PutVarint(1);
+    out = WriteTag(out, proto::TensorRef::kConjFieldNumber, kVarint);
+    *out++ = 1;
   }
   if (tensor.is_neg()) {
-    PutTag(proto::TensorRef::kNegFieldNumber, kVarint);
-    PutVarint(1);
+    out = WriteTag(out, proto::TensorRef::kNegFieldNumber, kVarint);
+    *out++ = 1;
   }
   const int64_t storage_offset = tensor.storage_offset();
   if (storage_offset != 0) {
-    PutTag(proto::TensorRef::kStorageOffsetFieldNumber, kVarint);
-    PutVarint(static_cast<uint64_t>(storage_offset));
+    out = WriteTag(out, proto::TensorRef::kStorageOffsetFieldNumber, kVarint);
+    out = WriteVarint(out, static_cast<uint64_t>(storage_offset));
   }
+  cursor_ = out;
 }
 
 bool LaunchWriter::PutHostTensor(const at::Tensor& tensor) {

@@ -5,8 +5,12 @@
 namespace openreg::client {
 namespace {
 
+// The current device is read on every op: a trivially constructible
+// thread_local of its own needs no initialization guard on each access,
+// which the error state (a std::string) does.
+thread_local int current_device = 0;
+
 struct ThreadState {
-  int current_device = 0;
   Error last_error = Error::kSuccess;
   std::string last_error_message;
 };
@@ -18,9 +22,9 @@ ThreadState& State() {
 
 }  // namespace
 
-int CurrentDevice() { return State().current_device; }
+int CurrentDevice() { return current_device; }
 
-void SetCurrentDevice(int device) { State().current_device = device; }
+void SetCurrentDevice(int device) { current_device = device; }
 
 Error ReturnStatus(const absl::Status& status) {
   const Error error = ErrorOf(status);

@@ -39,6 +39,12 @@ std::array<std::atomic<BlockCache*>, kMaxDevices>& Caches() {
 BlockCache& CacheFor(c10::DeviceIndex device) {
   TORCH_CHECK(device >= 0 && device < kMaxDevices,
               "openreg: invalid device index ", static_cast<int>(device));
+  // Every allocation and free asks: once the cache exists, one atomic load
+  // (libstdc++'s call_once sets two thread-locals even when done).
+  if (BlockCache* cache = Caches()[device].load(std::memory_order_acquire);
+      C10_LIKELY(cache != nullptr)) {
+    return *cache;
+  }
   static auto* once = new std::array<std::once_flag, kMaxDevices>();
   std::call_once((*once)[device], [device] {
     auto* cache =

@@ -27,12 +27,10 @@ c10::Stream MakeStream(c10::DeviceIndex device, StreamId slot) {
                      static_cast<c10::StreamId>(slot));
 }
 
-// -1 means "the device's default stream".
-thread_local std::array<int64_t, kMaxDevices> current_streams = [] {
-  std::array<int64_t, kMaxDevices> streams;
-  streams.fill(-1);
-  return streams;
-}();
+// Each device's current stream slot plus one; 0 (as zero-initialized)
+// means "the device's default stream". Trivially initialized, so reading
+// it on every op needs no thread_local initialization guard.
+thread_local std::array<int64_t, kMaxDevices> current_stream_slots_plus_one{};
 
 c10::DeviceIndex ResolveDevice(c10::DeviceIndex device) {
   if (device >= 0) return device;
@@ -201,16 +199,21 @@ c10::Stream DefaultStream(c10::DeviceIndex device) {
 
 c10::Stream CurrentStream(c10::DeviceIndex device) {
   device = ResolveDevice(device);
-  CheckDeviceIndex(device);
-  const int64_t slot = current_streams[device];
-  return slot < 0 ? DefaultStream(device)
-                  : MakeStream(device, static_cast<StreamId>(slot));
+  // Every launch asks: the check's message is built only when it fails.
+  if (C10_UNLIKELY(device < 0 || device >= kMaxDevices)) {
+    CheckDeviceIndex(device);
+  }
+  const int64_t slot_plus_one = current_stream_slots_plus_one[device];
+  // A device's default stream is the slot of its index (DefaultStream).
+  return MakeStream(device, slot_plus_one == 0
+                                ? static_cast<StreamId>(device)
+                                : static_cast<StreamId>(slot_plus_one - 1));
 }
 
 c10::Stream ExchangeStream(c10::Stream stream) {
   const c10::DeviceIndex device = stream.device_index();
   c10::Stream previous = CurrentStream(device);
-  current_streams[device] = stream.id();
+  current_stream_slots_plus_one[device] = stream.id() + 1;
   return previous;
 }
 

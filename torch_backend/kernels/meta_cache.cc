@@ -139,31 +139,6 @@ bool ScalarValuesUnchecked(const c10::OperatorHandle& op) {
   return unchecked;
 }
 
-// What the key of an op's calls depends on, worked out once per schema.
-struct SchemaTraits {
-  bool scalars_by_class = false;  // ScalarValuesUnchecked
-  bool has_tensor_list = false;   // PutListAliasing has work to do
-};
-
-const SchemaTraits& TraitsOf(const c10::OperatorHandle& op) {
-  // Per thread: no lock on the per-op path.
-  thread_local absl::flat_hash_map<const c10::FunctionSchema*, SchemaTraits>
-      known;
-  const c10::FunctionSchema* schema = &op.schema();
-  auto it = known.find(schema);
-  if (it != known.end()) return it->second;
-  SchemaTraits traits;
-  traits.scalars_by_class = ScalarValuesUnchecked(op);
-  for (const c10::Argument& argument : schema->arguments()) {
-    const c10::TypePtr& type = argument.real_type();
-    traits.has_tensor_list =
-        traits.has_tensor_list ||
-        (type->kind() == c10::TypeKind::ListType &&
-         type->containedType(0)->kind() == c10::TypeKind::TensorType);
-  }
-  return known.emplace(schema, traits).first->second;
-}
-
 // A floating-point scalar as the key keeps it: exactly, unless `by_class`
 // and it is finite and not integral, then only its sign and binary
 // exponent (what the ops above can tell apart).
@@ -330,7 +305,21 @@ void PutListAliasing(const c10::FunctionSchema& schema,
 
 }  // namespace
 
+MetaKeyTraits MetaKeyTraitsOf(const c10::OperatorHandle& op) {
+  MetaKeyTraits traits;
+  traits.scalars_by_class = ScalarValuesUnchecked(op);
+  for (const c10::Argument& argument : op.schema().arguments()) {
+    const c10::TypePtr& type = argument.real_type();
+    traits.has_tensor_list =
+        traits.has_tensor_list ||
+        (type->kind() == c10::TypeKind::ListType &&
+         type->containedType(0)->kind() == c10::TypeKind::TensorType);
+  }
+  return traits;
+}
+
 bool BuildMetaCacheKey(const c10::OperatorHandle& op,
+                       const MetaKeyTraits& traits,
                        c10::ArrayRef<c10::IValue> arguments, bool keep_storage,
                        std::string* key_buffer) {
   KeyWriter key(key_buffer);
@@ -343,7 +332,6 @@ bool BuildMetaCacheKey(const c10::OperatorHandle& op,
   const at::Context& context = at::globalContext();
   key.Put(context.deterministicAlgorithms());
   key.Put(context.deterministicAlgorithmsWarnOnly());
-  const SchemaTraits& traits = TraitsOf(op);
   const bool by_class = traits.scalars_by_class;
   key.Put(by_class);
   for (const c10::IValue& argument : arguments) {

@@ -38,11 +38,24 @@ struct MetaResult {
   std::vector<c10::Warning> warnings;
 };
 
+// What the key of an op's calls depends on, worked out once per schema:
+// the fallback keeps it in its per-op plan, so a call looks nothing up.
+struct MetaKeyTraits {
+  // Floating-point scalars are keyed by sign and exponent only (the
+  // optimizer arithmetic whose kernels check nothing else; meta_cache.cc).
+  bool scalars_by_class = false;
+  // An argument is a tensor list: the key records aliasing inside lists.
+  bool has_tensor_list = false;
+};
+MetaKeyTraits MetaKeyTraitsOf(const c10::OperatorHandle& op);
+
 // Writes the cache key of a call into `key` (reusing its capacity: the
 // per-op path allocates nothing on a hit); false when an argument kind is
-// not understood (such calls are not cached). `keep_storage` (view ops)
-// makes storage offsets and sizes part of the key.
+// not understood (such calls are not cached). `traits` are
+// MetaKeyTraitsOf(op). `keep_storage` (view ops) makes storage offsets and
+// sizes part of the key.
 bool BuildMetaCacheKey(const c10::OperatorHandle& op,
+                       const MetaKeyTraits& traits,
                        c10::ArrayRef<c10::IValue> arguments, bool keep_storage,
                        std::string* key);
 

@@ -15,6 +15,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -41,6 +42,10 @@ namespace openreg::torch_backend {
 namespace {
 
 constexpr c10::DeviceType kType = c10::DeviceType::PrivateUse1;
+
+// An op's results, in inline storage: most ops have one or two, and the
+// per-op path allocates nothing it can avoid.
+using OpResults = c10::SmallVector<c10::IValue, 2>;
 
 // The argument of an op that may hold CPU index tensors next to device
 // tensors, as on CUDA (`indices` of index and index_put); -1 for others.
@@ -110,6 +115,7 @@ struct OpPlan {
   // Per return: its alias annotation and the argument it aliases.
   std::vector<const c10::AliasInfo*> return_alias;
   std::vector<std::optional<size_t>> aliased_argument;
+  MetaKeyTraits meta_key_traits;
 };
 
 OpPlan MakePlan(const c10::OperatorHandle& op) {
@@ -141,6 +147,7 @@ OpPlan MakePlan(const c10::OperatorHandle& op) {
     plan.aliased_argument.push_back(
         alias != nullptr ? AliasedArgument(schema, *alias) : std::nullopt);
   }
+  plan.meta_key_traits = MetaKeyTraitsOf(op);
   return plan;
 }
 
@@ -312,7 +319,8 @@ struct MetaAnswer {
 MetaAnswer RunMeta(const c10::OperatorHandle& op, const OpPlan& plan,
                    c10::ArrayRef<c10::IValue> arguments, bool keep_storage) {
   thread_local std::string key;
-  const bool cacheable = BuildMetaCacheKey(op, arguments, keep_storage, &key);
+  const bool cacheable = BuildMetaCacheKey(op, plan.meta_key_traits, arguments,
+                                           keep_storage, &key);
   if (cacheable) {
     std::shared_ptr<const MetaResult> hit = FindMetaResult(key);
     // The key names the op by its schema's address, which a destroyed
@@ -435,15 +443,14 @@ void CheckNotBlocked(const c10::OperatorHandle& op) {
 // the op is enqueued unless every result is a pure view. Returns at once,
 // unless `checked_warnings` asks for a checked launch: then it waits for
 // the kernel and stores its warnings there.
-std::vector<c10::IValue> RunAsynchronous(
-    const c10::OperatorHandle& op, const OpPlan& plan,
-    c10::ArrayRef<c10::IValue> arguments, const MetaResult& meta,
-    c10::DeviceIndex device, std::vector<c10::Warning>* checked_warnings) {
+OpResults RunAsynchronous(const c10::OperatorHandle& op, const OpPlan& plan,
+                          c10::ArrayRef<c10::IValue> arguments,
+                          const MetaResult& meta, c10::DeviceIndex device,
+                          std::vector<c10::Warning>* checked_warnings) {
   const c10::FunctionSchema& schema = op.schema();
-  std::vector<c10::IValue> results;
+  OpResults results;
   results.reserve(schema.returns().size());
-  std::vector<at::Tensor> outputs;
-  outputs.reserve(schema.returns().size());  // one per tensor return, usually
+  c10::SmallVector<at::Tensor, 2> outputs;  // inline, as OpResults
   bool needs_launch = schema.returns().empty();
   for (size_t i = 0; i < schema.returns().size(); ++i) {
     const c10::AliasInfo* alias = plan.return_alias[i];
@@ -491,10 +498,9 @@ std::vector<c10::IValue> RunAsynchronous(
 // Step 3b, for ops without a Meta kernel, with data-dependent shapes or
 // non-tensor results: the daemon runs the op now and allocates its
 // results; in-place and out= results stay the client's arguments.
-std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
-                                        const OpPlan& plan,
-                                        c10::ArrayRef<c10::IValue> arguments,
-                                        c10::DeviceIndex device) {
+OpResults RunSynchronous(const c10::OperatorHandle& op, const OpPlan& plan,
+                         c10::ArrayRef<c10::IValue> arguments,
+                         c10::DeviceIndex device) {
   const c10::FunctionSchema& schema = op.schema();
   const proto::OpReply reply = LaunchSync(op, arguments, device);
   RaiseWarnings(KernelWarnings(reply));
@@ -502,7 +508,7 @@ std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
       static_cast<size_t>(reply.results_size()) == schema.returns().size(),
       "openreg: the daemon returned ", reply.results_size(), " results for ",
       schema.operator_name(), ", expected ", schema.returns().size());
-  std::vector<c10::IValue> results;
+  OpResults results;
   results.reserve(schema.returns().size());
   for (size_t i = 0; i < schema.returns().size(); ++i) {
     const c10::AliasInfo* alias = plan.return_alias[i];
@@ -540,6 +546,35 @@ std::vector<c10::IValue> RunSynchronous(const c10::OperatorHandle& op,
   return results;
 }
 
+// Step 3: the op run the way its Meta answer allows.
+OpResults RunWithMetaAnswer(const c10::OperatorHandle& op, const OpPlan& plan,
+                            c10::ArrayRef<c10::IValue> arguments,
+                            c10::DeviceIndex device, MetaAnswer* meta) {
+  if (meta->result == nullptr) {
+    return RunSynchronous(op, plan, arguments, device);
+  }
+  if (meta->fresh == nullptr) {
+    OpResults results = RunAsynchronous(op, plan, arguments, *meta->result,
+                                        device, /*checked_warnings=*/nullptr);
+    RaiseWarningsAtCall(meta->result->warnings);
+    return results;
+  }
+  if (CurrentStreamCaptures(device)) {
+    // A capture cannot wait for the check: the launch is recorded
+    // unchecked, its errors surface at replay (docs/GRAPHS.md), and the
+    // unchecked Meta result is not cached.
+    return RunAsynchronous(op, plan, arguments, *meta->result, device,
+                           /*checked_warnings=*/nullptr);
+  }
+  OpResults results = RunAsynchronous(op, plan, arguments, *meta->result,
+                                      device, &meta->fresh->warnings);
+  if (!meta->key.empty()) {
+    StoreMetaResult(std::move(meta->key), meta->fresh);
+  }
+  RaiseWarningsAtCall(meta->fresh->warnings);
+  return results;
+}
+
 // The steps of both fallbacks; `meta_allowed` is false for ops with sparse
 // or quantized arguments, which always run synchronously.
 void Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -563,25 +598,7 @@ void Fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                         : MetaAnswer{};
   // Step 3: run it (checked, the first time these arguments' metadata is
   // seen), and raise the kernel's warnings.
-  std::vector<c10::IValue> results;
-  if (meta.result == nullptr) {
-    results = RunSynchronous(op, plan, arguments, device);
-  } else if (meta.fresh == nullptr) {
-    results = RunAsynchronous(op, plan, arguments, *meta.result, device,
-                              /*checked_warnings=*/nullptr);
-    RaiseWarningsAtCall(meta.result->warnings);
-  } else if (CurrentStreamCaptures(device)) {
-    // A capture cannot wait for the check: the launch is recorded
-    // unchecked, its errors surface at replay (docs/GRAPHS.md), and the
-    // unchecked Meta result is not cached.
-    results = RunAsynchronous(op, plan, arguments, *meta.result, device,
-                              /*checked_warnings=*/nullptr);
-  } else {
-    results = RunAsynchronous(op, plan, arguments, *meta.result, device,
-                              &meta.fresh->warnings);
-    if (!meta.key.empty()) StoreMetaResult(std::move(meta.key), meta.fresh);
-    RaiseWarningsAtCall(meta.fresh->warnings);
-  }
+  OpResults results = RunWithMetaAnswer(op, plan, arguments, device, &meta);
   // Step 4: the results replace the arguments on the stack.
   torch::jit::drop(*stack, num_arguments);
   for (c10::IValue& result : results) {
