@@ -244,9 +244,10 @@ def stopped(rank, world, device):
 
 def reinit(rank, world, device):
     """After a failed collective (the ranks disagree), every rank destroys
-    the group and initializes a new one (on a new store), whose
-    collectives work: the failure poisoned the communicator, not the
-    process or its session."""
+    the group and initializes a new one (on a new store, a file: a port
+    chosen before the ranks started could be taken by then, and was once,
+    by another test's connection), whose collectives work: the failure
+    poisoned the communicator, not the process or its session."""
     tensor = torch.ones(4 - rank, device=device)
     try:
         dist.all_reduce(tensor)
@@ -256,7 +257,7 @@ def reinit(rank, world, device):
         first_error = f"{type(error).__name__}: {error}"
     dist.destroy_process_group()
     dist.init_process_group(
-        init_method=f"tcp://127.0.0.1:{os.environ['OPENREG_TEST_PORT']}",
+        init_method=f"file://{os.environ['OPENREG_TEST_STORE_FILE']}",
         rank=rank, world_size=world)
     tensor = torch.full((4,), float(rank + 1), device=device)
     dist.all_reduce(tensor)

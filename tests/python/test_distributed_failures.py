@@ -75,12 +75,13 @@ def test_a_stopped_rank_fails_the_others_collective_within_the_timeout():
     assert group_timeout - 0.5 <= seconds < group_timeout + 10, seconds
 
 
-def test_a_group_destroyed_after_a_failure_can_be_initialized_again():
+def test_a_group_destroyed_after_a_failure_can_be_initialized_again(tmp_path):
     """TORCH_NCCL_ASYNC_ERROR_HANDLING's contract without killing the
     process: the failed collective raises in the caller, the communicator
     is unusable, and destroy_process_group() then init_process_group()
     give a working group in the same processes."""
-    results, _ = run_ranks("reinit", 2, OPENREG_TEST_PORT=str(free_port()))
+    results, _ = run_ranks("reinit", 2,
+                           OPENREG_TEST_STORE_FILE=str(tmp_path / "store"))
     for result in results:
         assert result["first_error"].startswith("DistBackendError: "), result
         assert "ranks disagree" in result["first_error"], result
