@@ -52,15 +52,6 @@ void LaunchWriter::WidenLength(size_t length_at, size_t length) {
   cursor_ += size - 1;
 }
 
-char* LaunchWriter::WriteVarint(char* out, uint64_t value) {
-  while (value >= 0x80) {
-    *out++ = static_cast<char>(value | 0x80);
-    value >>= 7;
-  }
-  *out++ = static_cast<char>(value);
-  return out;
-}
-
 namespace {
 
 size_t VarintSize(uint64_t value) {

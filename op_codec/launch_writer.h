@@ -69,12 +69,8 @@ class LaunchWriter {
   void Grow(size_t bytes);
   size_t Offset() const { return cursor_ - buffer_.data(); }
   void PutVarint(uint64_t value) {
-    Reserve(10);
-    while (value >= 0x80) {
-      *cursor_++ = static_cast<char>(value | 0x80);
-      value >>= 7;
-    }
-    *cursor_++ = static_cast<char>(value);
+    Reserve(kMaxVarintBytes);
+    cursor_ = WriteVarint(cursor_, value);
   }
   void PutTag(int field, int wire_type) {
     PutVarint((static_cast<uint32_t>(field) << 3) |
@@ -113,7 +109,14 @@ class LaunchWriter {
   // end of what it wrote. They go through a local pointer, not cursor_: a
   // store through a char* may alias any member, so the compiler reloads
   // cursor_ after every byte (a fifth of a TensorRef's instructions).
-  static char* WriteVarint(char* out, uint64_t value);
+  static char* WriteVarint(char* out, uint64_t value) {
+    while (value >= 0x80) {
+      *out++ = static_cast<char>(value | 0x80);
+      value >>= 7;
+    }
+    *out++ = static_cast<char>(value);
+    return out;
+  }
   static char* WriteTag(char* out, int field, int wire_type) {
     return WriteVarint(out, (static_cast<uint32_t>(field) << 3) |
                                 static_cast<uint32_t>(wire_type));

@@ -409,11 +409,6 @@ at::Tensor AllocateLike(const at::Tensor& meta) {
       c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), meta.scalar_type());
 }
 
-struct PlannedResult {
-  c10::IValue value;
-  bool computed = false;  // needs the daemon (not a pure view)
-};
-
 // Turns one Meta result into the real result: the aliased argument (in
 // place / out=), a client-side view, or freshly allocated device memory.
 at::Tensor PlanTensor(const c10::AliasInfo* alias, const at::Tensor& meta,
