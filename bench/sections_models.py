@@ -5,8 +5,9 @@ alternating rounds of the same run.
 
 Besides the step-time ratio, each row reports where the CPU went: the
 client process's CPU per step (for openreg: encoding and dispatch), the
-daemon's CPU per step and per command it executed, and CPU eager's CPU per
-step and per op (the number of ops is the number of device commands the
+daemon's CPU per step and per command it executed (and, from one more
+profiled round, how much of it was its executors', their OpenMP workers'
+and other threads'), and CPU eager's CPU per step and per op (the number of ops is the number of device commands the
 same step sends, so both sides are counted per op the same way). Every
 figure is its median over the alternating rounds; the ratio of each round
 and their median are printed too. The issue's bars (medians of rounds):
@@ -213,6 +214,18 @@ def model_training_steps(torch, scale):
               f"({device.daemon_cpu / commands * 1e6:.1f} us per command; "
               f"CPU eager's time per op "
               f"{cpu.seconds / commands * 1e6:.1f} us)")
+        # One more round, profiled (not timed: the profile costs about a
+        # microsecond per command): whose threads the daemon's CPU was.
+        with torch.openreg.command_costs() as costs:
+            for _ in range(steps):
+                device_step()
+            torch.openreg.synchronize()
+        per_step = {role: costs.thread_cpu_ns(role) / steps / 1e6
+                    for role in ("executors", "openmp_workers", "other")}
+        print(f"{name}: daemon CPU per step by thread: executors "
+              f"{per_step['executors']:.2f} ms, their OpenMP workers "
+              f"{per_step['openmp_workers']:.2f} ms, other threads "
+              f"{per_step['other']:.2f} ms")
     return rows
 
 

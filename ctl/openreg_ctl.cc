@@ -268,7 +268,14 @@ int Costs(Stub& stub, const std::string& verb) {
                 << " of openreg:" << executor.device() << ": busy "
                 << executor.busy_ns() / 1000 << " us in " << executor.slices()
                 << " slices, " << executor.sleeps() << " sleeps ("
-                << executor.timeouts() << " timed out)\n";
+                << executor.timeouts() << " timed out), CPU "
+                << executor.cpu_ns() / 1000 << " us\n";
+    }
+    for (const proto::ThreadGroupCost& group : reply.thread_groups()) {
+      std::cout << group.role();
+      if (group.device() >= 0) std::cout << " of openreg:" << group.device();
+      std::cout << ": " << group.threads() << " threads, CPU "
+                << group.cpu_ns() / 1000 << " us\n";
     }
   });
 }

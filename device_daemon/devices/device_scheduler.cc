@@ -14,6 +14,7 @@
 #include "data_plane/spin_wait.h"
 #include "device_daemon/base/openmp_team.h"
 #include "device_daemon/base/openmp_worker_placement.h"
+#include "device_daemon/base/thread_cpu.h"
 
 namespace openreg::daemon {
 namespace {
@@ -139,6 +140,7 @@ std::vector<DeviceScheduler::ExecutorStats> DeviceScheduler::ExecutorSnapshot()
   stats.reserve(counters_.size());
   for (const ExecutorCounters& counters : counters_) {
     ExecutorStats& entry = stats.emplace_back();
+    entry.thread_id = counters.thread_id.load(std::memory_order_relaxed);
     entry.busy_ns = counters.busy_ns.load(std::memory_order_relaxed);
     entry.slices = counters.slices.load(std::memory_order_relaxed);
     entry.sleeps = counters.sleeps.load(std::memory_order_relaxed);
@@ -352,9 +354,12 @@ void DeviceScheduler::LeaveBlocking() {
 
 void DeviceScheduler::ExecutorLoop() {
   t_current = this;
+  // Named before its OpenMP workers start: they inherit the name.
+  NameThisThread(absl::StrCat(kExecutorName, device_));
   g_awake.fetch_add(1, std::memory_order_relaxed);
   mutex_.Lock();
   ExecutorCounters* const counters = AcquireCountersLocked();
+  counters->thread_id.store(ThisThreadId(), std::memory_order_relaxed);
   bool ran_slice = false;
   while (true) {
     Runner* next = nullptr;
@@ -424,6 +429,7 @@ void DeviceScheduler::ExecutorLoop() {
   }
   --threads_;
   counters->in_use = false;
+  counters->thread_id.store(0, std::memory_order_relaxed);
   exited_.push_back(std::this_thread::get_id());
   mutex_.Unlock();
   g_awake.fetch_sub(1, std::memory_order_relaxed);

@@ -37,6 +37,8 @@
 #ifndef OPENREG_DEVICE_DAEMON_DEVICES_DEVICE_SCHEDULER_H_
 #define OPENREG_DEVICE_DAEMON_DEVICES_DEVICE_SCHEDULER_H_
 
+#include <sys/types.h>
+
 #include <array>
 #include <atomic>
 #include <climits>
@@ -138,6 +140,7 @@ class DeviceScheduler {
   // first, then spares; an index is reused by the next thread that starts
   // after its thread exited). Counted always: two clock reads per slice.
   struct ExecutorStats {
+    pid_t thread_id = 0;   // the executor thread now holding the index
     uint64_t busy_ns = 0;  // running slices
     uint64_t slices = 0;
     uint64_t sleeps = 0;    // waits on the doorbell with nothing to run
@@ -160,6 +163,7 @@ class DeviceScheduler {
  private:
   enum class State { kQueued, kRunning, kIdle };
   struct ExecutorCounters {
+    std::atomic<pid_t> thread_id{0};
     std::atomic<uint64_t> busy_ns{0};
     std::atomic<uint64_t> slices{0};
     std::atomic<uint64_t> sleeps{0};

@@ -1,7 +1,12 @@
 #include "device_daemon/execution/command_costs.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
+#include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "data_plane/monotonic_clock.h"
 
@@ -29,6 +34,21 @@ void CommandCosts::ResetLocked() {
     executor_baseline_.push_back(
         devices_->scheduler(device).ExecutorSnapshot());
   }
+  thread_baseline_ = ReadThreadCpu();
+}
+
+uint64_t CommandCosts::ThreadCpuSinceStartLocked(
+    pid_t thread, const absl::flat_hash_map<pid_t, ThreadCpu>& now) const {
+  const auto current = now.find(thread);
+  if (current == now.end()) return 0;
+  const auto base = thread_baseline_.find(thread);
+  // A thread started since the start (or a reused id whose name changed)
+  // is counted from its own start.
+  if (base == thread_baseline_.end() ||
+      base->second.cpu_ns > current->second.cpu_ns) {
+    return current->second.cpu_ns;
+  }
+  return current->second.cpu_ns - base->second.cpu_ns;
 }
 
 proto::StreamCost& CommandCosts::StreamLocked(const StreamKey& stream) {
@@ -112,6 +132,46 @@ void CommandCosts::RecordSpin(const StreamKey& stream, int64_t nanoseconds) {
                     static_cast<uint64_t>(std::max<int64_t>(0, nanoseconds)));
 }
 
+void CommandCosts::AddThreadGroups(
+    const absl::flat_hash_map<pid_t, ThreadCpu>& threads,
+    const absl::flat_hash_map<pid_t, int>& executor_devices,
+    proto::CostProfileReply* reply) const {
+  // (role, device) in a fixed order: executors and workers by device, then
+  // the others.
+  std::map<std::tuple<bool, int, int>, proto::ThreadGroupCost> groups;
+  constexpr int kExecutors = 0, kWorkers = 1, kOther = 2;
+  for (const auto& [thread, cpu] : threads) {
+    int role = kOther;
+    int device = -1;
+    if (const auto executor = executor_devices.find(thread);
+        executor != executor_devices.end()) {
+      role = kExecutors;
+      device = executor->second;
+    } else if (absl::StartsWith(cpu.name, kExecutorName) &&
+               absl::SimpleAtoi(
+                   absl::string_view(cpu.name).substr(kExecutorName.size()),
+                   &device)) {
+      // Not an executor but named as one: a thread an executor started.
+      role = kWorkers;
+    } else {
+      device = -1;  // SimpleAtoi may have written it
+    }
+    proto::ThreadGroupCost& group = groups[{role == kOther, device, role}];
+    if (group.role().empty()) {
+      group.set_role(role == kExecutors ? "executors"
+                     : role == kWorkers ? "openmp_workers"
+                                        : "other");
+      group.set_device(device);
+    }
+    group.set_threads(group.threads() + 1);
+    group.set_cpu_ns(group.cpu_ns() +
+                     ThreadCpuSinceStartLocked(thread, threads));
+  }
+  for (auto& [key, group] : groups) {
+    *reply->add_thread_groups() = std::move(group);
+  }
+}
+
 proto::CostProfileReply CommandCosts::Snapshot() const {
   proto::CostProfileReply reply;
   absl::MutexLock lock(&mutex_);
@@ -137,6 +197,9 @@ proto::CostProfileReply CommandCosts::Snapshot() const {
     op.set_fewer_threads(totals.fewer_threads);
   }
   for (const auto& [id, stream] : streams_) *reply.add_streams() = stream;
+  const absl::flat_hash_map<pid_t, ThreadCpu> threads = ReadThreadCpu();
+  // Executors' thread ids, by device; the rest of their role groups below.
+  absl::flat_hash_map<pid_t, int> executor_devices;
   for (int device = 0; device < devices_->count(); ++device) {
     const std::vector<DeviceScheduler::ExecutorStats> now =
         devices_->scheduler(device).ExecutorSnapshot();
@@ -153,8 +216,14 @@ proto::CostProfileReply CommandCosts::Snapshot() const {
       executor.set_slices(now[i].slices - base.slices);
       executor.set_sleeps(now[i].sleeps - base.sleeps);
       executor.set_timeouts(now[i].timeouts - base.timeouts);
+      if (now[i].thread_id != 0) {
+        executor_devices[now[i].thread_id] = device;
+        executor.set_cpu_ns(
+            ThreadCpuSinceStartLocked(now[i].thread_id, threads));
+      }
     }
   }
+  AddThreadGroups(threads, executor_devices, &reply);
   return reply;
 }
 

@@ -1,15 +1,20 @@
 // The daemon's cost profile: where its time goes, per op (each command's
 // stages, command_timing.h), per stream (slices, parks, wakes, spinning)
-// and per executor thread (busy time, sleeps), between a start or reset
-// and a read. Off by default; started by --profile_costs, `openreg-ctl
+// and per executor thread (busy time, sleeps, CPU), the CPU of the
+// daemon's threads by role (executors, OpenMP workers, others), between a start
+// or reset and a read. Off by default; started by --profile_costs, `openreg-ctl
 // costs start` or torch.openreg.command_costs(). It is how
 // docs/ARCHITECTURE.md ("The cost of one op") was measured.
 //
 // Cost contract: when off, a stream worker asks enabled() (one relaxed
 // load) once per command and records nothing. When on, each command adds
-// a dozen clock reads and one short critical section here.
+// a dozen clock reads and one short critical section here. A start and a
+// read each read every thread's /proc entries (a few hundred
+// microseconds).
 #ifndef OPENREG_DEVICE_DAEMON_EXECUTION_COMMAND_COSTS_H_
 #define OPENREG_DEVICE_DAEMON_EXECUTION_COMMAND_COSTS_H_
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
@@ -23,6 +28,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "device_daemon/base/thread_cpu.h"
 #include "device_daemon/devices/devices.h"
 #include "device_daemon/execution/command_timing.h"
 #include "protos/control.pb.h"
@@ -89,6 +95,15 @@ class CommandCosts {
       std::vector<std::vector<DeviceScheduler::ExecutorStats>>;
 
   void ResetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // `thread`'s CPU in `now` less its CPU at the start.
+  uint64_t ThreadCpuSinceStartLocked(
+      pid_t thread, const absl::flat_hash_map<pid_t, ThreadCpu>& now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The threads' CPU since the start, summed by role and device.
+  void AddThreadGroups(const absl::flat_hash_map<pid_t, ThreadCpu>& threads,
+                       const absl::flat_hash_map<pid_t, int>& executor_devices,
+                       proto::CostProfileReply* reply) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   proto::StreamCost& StreamLocked(const StreamKey& stream)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -102,6 +117,9 @@ class CommandCosts {
   std::map<StreamId, proto::StreamCost> streams_ ABSL_GUARDED_BY(mutex_);
   // The executors' counters at the start or reset, by device.
   ExecutorBaseline executor_baseline_ ABSL_GUARDED_BY(mutex_);
+  // Every thread's CPU at the start or reset.
+  absl::flat_hash_map<pid_t, ThreadCpu> thread_baseline_
+      ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace openreg::daemon

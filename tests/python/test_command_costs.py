@@ -1,6 +1,7 @@
 """The daemon's cost profile (device_daemon/execution/command_costs.h):
 torch.openreg.command_costs() and `openreg-ctl costs` show where the
-daemon's time went, per op, stream and executor."""
+daemon's time went, per op, stream and executor, and the CPU of its
+threads by role."""
 
 import json
 import subprocess
@@ -103,6 +104,39 @@ def test_a_thread_count_set_by_the_client_reaches_the_kernels():
         torch.set_num_threads(previous)
 
 
+def test_the_daemons_cpu_is_split_into_executors_workers_and_the_rest():
+    # A sum larger than ATen's grain, at 2 threads: the executor opens a
+    # parallel region, whose OpenMP worker is a thread the executor started.
+    x = torch.randn(1 << 20, device="openreg")
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        x.sum()
+        torch.openreg.synchronize()
+        with torch.openreg.command_costs() as costs:
+            for _ in range(20):
+                x.sum()
+                torch.openreg.synchronize()  # asleep: the launch gets both
+    finally:
+        torch.set_num_threads(previous)
+    groups = {(g["role"], g["device"]): g for g in costs.thread_groups}
+    executors = groups[("executors", 0)]
+    assert executors["threads"] >= 1 and executors["cpu_ns"] > 0
+    ran = [e for e in costs.executors if e["device"] == 0 and e["slices"]]
+    assert ran and all(e["cpu_ns"] > 0 for e in ran)
+    # The control plane (gRPC, the listener) is neither.
+    assert groups[("other", -1)]["threads"] >= 1
+    sums = [op for op in costs.ops if op["op"].startswith("aten::sum")]
+    assert sums and sums[0]["kernel_threads"] == 2
+    if sums[0]["fewer_threads"] < sums[0]["count"]:
+        workers = groups[("openmp_workers", 0)]
+        assert workers["threads"] >= 1 and workers["cpu_ns"] > 0
+    assert costs.thread_cpu_ns() == sum(g["cpu_ns"]
+                                        for g in costs.thread_groups)
+    assert "openmp_workers of openreg:0" in costs.table() or \
+        sums[0]["fewer_threads"] == sums[0]["count"]
+
+
 def test_openreg_ctl_starts_reads_and_stops_the_profile():
     started = _ctl("costs", "start")
     assert started.returncode == 0, started.stderr
@@ -114,6 +148,10 @@ def test_openreg_ctl_starts_reads_and_stops_the_profile():
     reply = json.loads(read.stdout)
     assert reply["enabled"] is True
     assert any(op["op"] == "aten::add.Tensor" for op in reply["ops"])
+    assert any(group["role"] == "executors"
+               for group in reply["thread_groups"])
+    text = _ctl("costs")
+    assert "executors of openreg:0:" in text.stdout, text.stdout
     assert _ctl("costs", "stop").returncode == 0
     assert json.loads(_ctl("--json", "costs").stdout)["enabled"] is False
     bad = _ctl("costs", "sideways")

@@ -1,7 +1,9 @@
 """The daemon's cost profile: where the daemon's time goes, per op (each
 command's stages: read, wait, hook, settings, decode, kernel, reply,
-complete), per stream (slices, parks, wakes, spinning) and per executor
-thread (busy time, sleeps). `openreg-ctl costs` shows the same.
+complete), per stream (slices, parks, wakes, spinning), per executor
+thread (busy time, sleeps, CPU) and the CPU of the daemon's threads by
+role (executors, their OpenMP workers, others). `openreg-ctl costs` shows
+the same.
 
     with torch.openreg.command_costs() as costs:
         train_step()
@@ -39,6 +41,10 @@ class CommandCosts:
         self.streams = [_ints(stream) for stream in reply.get("streams", [])]
         self.executors = [_ints(executor)
                           for executor in reply.get("executors", [])]
+        # The daemon's threads by role ("executors", "openmp_workers" of a
+        # device's executors, "other": device -1) and their CPU.
+        self.thread_groups = [_ints(group, text=("role",))
+                              for group in reply.get("thread_groups", [])]
 
     def commands(self):
         return sum(op["count"] for op in self.ops)
@@ -51,6 +57,12 @@ class CommandCosts:
         """Nanoseconds per stage over every command."""
         return {stage: sum(op[f"{stage}_ns"] for op in self.ops)
                 for stage in STAGES}
+
+    def thread_cpu_ns(self, role=None):
+        """The CPU nanoseconds of the daemon's threads of `role` (all
+        threads when None), every device."""
+        return sum(group["cpu_ns"] for group in self.thread_groups
+                   if role is None or group["role"] == role)
 
     def table(self, top=20):
         """The most expensive ops, microseconds per command by stage."""
@@ -83,7 +95,14 @@ class CommandCosts:
                 f"executor {executor['executor']} of openreg:"
                 f"{executor['device']}: busy {executor['busy_ns'] / 1e6:.2f} "
                 f"ms in {executor['slices']} slices, {executor['sleeps']} "
-                f"sleeps ({executor['timeouts']} timed out)")
+                f"sleeps ({executor['timeouts']} timed out), CPU "
+                f"{executor['cpu_ns'] / 1e6:.2f} ms")
+        for group in self.thread_groups:
+            where = (f" of openreg:{group['device']}"
+                     if group["device"] >= 0 else "")
+            lines.append(
+                f"{group['role']}{where}: {group['threads']} threads, CPU "
+                f"{group['cpu_ns'] / 1e6:.2f} ms")
         return "\n".join(lines)
 
     def __repr__(self):
