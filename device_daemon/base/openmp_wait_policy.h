@@ -9,22 +9,35 @@
 // transformer step's daemon CPU fell from 36 to 20-21 us per command and a
 // graph-replayed MLP step from 1.06-1.11x to 0.83x of CPU eager, while a
 // CNN step, whose convolutions open many regions each, rose from 0.84-1.00x
-// to 1.43-1.63x. So spinning stays the default and sleeping is a choice.
+// to 1.43-1.63x. A short spin (GOMP_SPINCOUNT=3000, tens of microseconds:
+// a kernel's back-to-back regions still find their workers awake) cut the
+// first 2-thread matrix product after 20 ms of idling from 3-16 ms to
+// 0.8-0.9 ms and the daemon's CPU per training step by 10-30%, with step
+// times within the machine's noise (2026-12-04). So libgomp's spin stays
+// the default, and the other two are choices.
 //
-// libgomp reads its policy once, when it loads, before main: to make its
-// workers sleep the daemon re-executes itself with OMP_WAIT_POLICY=PASSIVE
-// (and without GOMP_SPINCOUNT, which would override it). The process keeps
-// its pid, arguments and open files.
+// libgomp reads its policy once, when it loads, before main: the daemon
+// re-executes itself with the environment the choice needs. The process
+// keeps its pid, arguments and open files.
 #ifndef OPENREG_DEVICE_DAEMON_BASE_OPENMP_WAIT_POLICY_H_
 #define OPENREG_DEVICE_DAEMON_BASE_OPENMP_WAIT_POLICY_H_
 
 namespace openreg::daemon {
 
-// Returns when the environment already makes libgomp's workers sleep
-// (OMP_WAIT_POLICY=PASSIVE, no GOMP_SPINCOUNT), or when the re-execution
-// failed (said on stderr; the workers then spin). Call before the daemon
-// starts anything.
-void MakeOpenMpWorkersSleep(char** argv);
+enum class OpenMpWait {
+  kSpin,       // libgomp's default (milliseconds)
+  kShortSpin,  // GOMP_SPINCOUNT=kShortSpinCount, then sleep
+  kSleep,      // OMP_WAIT_POLICY=PASSIVE, no GOMP_SPINCOUNT
+};
+
+// The spin of kShortSpin, in libgomp's iterations.
+inline constexpr int kShortSpinCount = 3000;
+
+// Returns when the environment already gives `wait` (kSpin always does:
+// the environment is left as it is), or when the re-execution failed (said
+// on stderr; the workers then wait as the environment says). Call before
+// the daemon starts anything.
+void SetOpenMpWait(OpenMpWait wait, char** argv);
 
 }  // namespace openreg::daemon
 

@@ -32,7 +32,10 @@ ABSL_FLAG(std::string, openmp_wait, "spin",
           "How the daemon's OpenMP workers wait between the parallel "
           "regions of its kernels: spin (libgomp's default: milliseconds of "
           "spinning after each region, which keeps a kernel's many regions "
-          "fast but takes a core from clients on a small machine) or sleep "
+          "fast but takes a core from clients on a small machine), short "
+          "(GOMP_SPINCOUNT=3000, tens of microseconds, then sleep: the "
+          "first multi-threaded kernel after an idle gap is milliseconds "
+          "faster and the daemon spends less CPU) or sleep "
           "(OMP_WAIT_POLICY=PASSIVE: every region wakes its workers; "
           "docs/ARCHITECTURE.md, \"The cost of one op\", has the trade-off).");
 ABSL_FLAG(bool, openmp_hold_cpu, false,
@@ -184,11 +187,16 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
   }
   config.options.idle_exit = absl::Seconds(idle_seconds);
   const std::string openmp_wait = absl::GetFlag(FLAGS_openmp_wait);
-  if (openmp_wait != "spin" && openmp_wait != "sleep") {
+  if (openmp_wait == "spin") {
+    config.openmp_wait = OpenMpWait::kSpin;
+  } else if (openmp_wait == "short") {
+    config.openmp_wait = OpenMpWait::kShortSpin;
+  } else if (openmp_wait == "sleep") {
+    config.openmp_wait = OpenMpWait::kSleep;
+  } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--openmp_wait must be spin or sleep, got '", openmp_wait, "'"));
+        "--openmp_wait must be spin, short or sleep, got '", openmp_wait, "'"));
   }
-  config.openmp_workers_sleep = openmp_wait == "sleep";
   config.openmp_hold_cpu = absl::GetFlag(FLAGS_openmp_hold_cpu);
   config.share_cores = absl::GetFlag(FLAGS_share_cores);
   absl::StatusOr<LogLevel> level =

@@ -10,6 +10,7 @@
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "device_daemon/base/log.h"
+#include "device_daemon/base/openmp_wait_policy.h"
 #include "device_daemon/server/daemon.h"
 
 namespace openreg::daemon {
@@ -42,8 +43,8 @@ struct DaemonConfig {
   std::vector<std::string> kernel_libraries;
   // Most host memory one kernel may hold in the daemon (AtenOpRunner).
   uint64_t kernel_workspace_limit = 0;
-  // --openmp_wait=sleep (base/openmp_wait_policy.h).
-  bool openmp_workers_sleep = false;
+  // --openmp_wait (base/openmp_wait_policy.h).
+  OpenMpWait openmp_wait = OpenMpWait::kSpin;
   // --openmp_hold_cpu (base/openmp_worker_placement.h).
   bool openmp_hold_cpu = false;
   // --share_cores (kernels/core_sharing.h).

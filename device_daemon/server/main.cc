@@ -46,9 +46,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Before anything starts: this may re-execute the daemon.
-  if (config->openmp_workers_sleep) {
-    openreg::daemon::MakeOpenMpWorkersSleep(argv);
-  }
+  openreg::daemon::SetOpenMpWait(config->openmp_wait, argv);
   openreg::daemon::HoldExecutorsOnTheirCpus(config->openmp_hold_cpu);
   openreg::daemon::SetLogLevel(config->log_level);
   if (!config->log_file.empty()) {

@@ -207,6 +207,23 @@ TEST_F(DaemonBinaryTest, SleepingOpenMpWorkersKeepThePidAndTheFlags) {
       << ReadFile(daemon.stderr_path);
 }
 
+TEST_F(DaemonBinaryTest, ShortSpinningOpenMpWorkersKeepThePid) {
+  Process daemon = Spawn({"--socket=" + socket_, "--openmp_wait=short"},
+                         directory_ + "/short.err");
+  ASSERT_TRUE(WaitForFile(socket_, absl::Seconds(20)))
+      << ReadFile(daemon.stderr_path);
+  EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(daemon.pid, "\n"));
+  std::string environment =
+      ReadFile(absl::StrCat("/proc/", daemon.pid, "/environ"));
+  std::replace(environment.begin(), environment.end(), '\0', '\n');
+  environment.insert(0, "\n");
+  EXPECT_NE(environment.find("\nGOMP_SPINCOUNT=3000\n"), std::string::npos);
+  EXPECT_EQ(environment.find("\nOMP_WAIT_POLICY="), std::string::npos);
+  ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
+      << ReadFile(daemon.stderr_path);
+}
+
 TEST_F(DaemonBinaryTest, ExitsWhenIdle) {
   Process idle = Spawn(
       {"--socket=" + socket_, "--idle_exit_seconds=1", "--log_level=info"},
