@@ -13,6 +13,7 @@
 #endif
 
 #include "absl/strings/string_view.h"
+#include "device_daemon/kernels/pointwise_avx.h"
 
 namespace openreg::daemon {
 namespace {
@@ -191,6 +192,7 @@ void Sweep(const T* self, const T* other, T number, T* out, int64_t count,
 template <typename T>
 bool NaNsMeet(const T* a, const T* b, int64_t count) {
   int64_t i = 0;
+  if (CpuHasAvx() && NaNsMeetAvx(a, b, count, &i)) return true;
 #if defined(__SSE2__)
   using Lanes = SseLanes<T>;
   typename Lanes::Vector shared = Lanes::Broadcast(0);
@@ -385,30 +387,57 @@ void PointwiseKernel::RunAs() const {
   const T number = other_broadcast_ ? *other : static_cast<T>(number_);
   const T* elementwise = other_broadcast_ ? nullptr : other;
 #if defined(__SSE2__)
+  int64_t count = count_;
+  std::optional<AvxOperation> wide;  // the operations with an AVX form
+  switch (operation_) {
+    case Operation::kAdd:
+      wide = AvxOperation::kAdd;
+      break;
+    case Operation::kSubtract:
+      wide = AvxOperation::kSubtract;
+      break;
+    case Operation::kMultiply:
+      wide = AvxOperation::kMultiply;
+      break;
+    case Operation::kDivide:
+      wide = AvxOperation::kDivide;
+      break;
+    default:
+      break;
+  }
+  if (wide.has_value() && CpuHasAvx()) {
+    const int64_t done = SweepAvx(*wide, self, elementwise, number, out, count);
+    if (done == count) return;
+    // The last elements through SSE2's lanes, as below.
+    self += done;
+    out += done;
+    if (elementwise != nullptr) elementwise += done;
+    count -= done;
+  }
   using Lanes = SseLanes<T>;
   using V = typename Lanes::Vector;
   switch (operation_) {
     case Operation::kAdd:
-      return Sweep<T>(self, elementwise, number, out, count_,
+      return Sweep<T>(self, elementwise, number, out, count,
                       [](V a, V b) { return Lanes::Add(a, b); });
     case Operation::kSubtract:
-      return Sweep<T>(self, elementwise, number, out, count_,
+      return Sweep<T>(self, elementwise, number, out, count,
                       [](V a, V b) { return Lanes::Subtract(a, b); });
     case Operation::kMultiply:
-      return Sweep<T>(self, elementwise, number, out, count_,
+      return Sweep<T>(self, elementwise, number, out, count,
                       [](V a, V b) { return Lanes::Multiply(a, b); });
     case Operation::kDivide:
-      return Sweep<T>(self, elementwise, number, out, count_,
+      return Sweep<T>(self, elementwise, number, out, count,
                       [](V a, V b) { return Lanes::Divide(a, b); });
     case Operation::kNegate:
       // ATen's neg flips the sign bit (NaNs too), as -x does.
-      return Sweep<T>(self, nullptr, static_cast<T>(-0.0), out, count_,
+      return Sweep<T>(self, nullptr, static_cast<T>(-0.0), out, count,
                       [](V a, V sign) { return Lanes::Xor(a, sign); });
     case Operation::kReciprocal:
-      return Sweep<T>(self, nullptr, static_cast<T>(1), out, count_,
+      return Sweep<T>(self, nullptr, static_cast<T>(1), out, count,
                       [](V a, V one) { return Lanes::Divide(one, a); });
     case Operation::kZero:
-      return Sweep<T>(self, nullptr, static_cast<T>(0), out, count_,
+      return Sweep<T>(self, nullptr, static_cast<T>(0), out, count,
                       [](V /*a*/, V zero) { return zero; });
     case Operation::kPowerOfNumber:
       return;  // run above

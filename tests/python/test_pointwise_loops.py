@@ -133,3 +133,23 @@ def test_partly_overlapping_operands_are_refused_as_on_cpu():
         torch.openreg.synchronize()
     assert loop_launches() == before
     assert torch.equal(device.cpu(), host)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("index", [0, 7, 8, 15, 16, 18])
+def test_a_nan_pair_in_any_one_element_is_found(dtype, index):
+    """Wherever the pair is (the loop's 8-float or 4-double AVX vectors,
+    its 4- or 2-lane SSE2 vectors, its padded tail), the launch is ATen's,
+    with CPU's bits."""
+    host_x = torch.arange(1, 20, dtype=dtype)
+    host_y = torch.arange(1, 20, dtype=dtype)
+    host_x[index] = quiet_nan(dtype, payload=1, negative=False)
+    host_y[index] = quiet_nan(dtype, payload=2, negative=True)
+    x, y = host_x.to("openreg"), host_y.to("openreg")
+    x * y
+    torch.openreg.synchronize()
+    before = loop_launches()
+    product = x * y
+    torch.openreg.synchronize()
+    assert loop_launches() == before
+    assert same_bits(product.cpu(), host_x * host_y)
