@@ -5,7 +5,9 @@
 // Threads are told apart by name: an executor names itself (kExecutorName
 // plus its device) before it starts any thread, and a thread inherits the
 // name of the thread that started it, so libgomp's workers of an
-// executor's team carry the executor's name.
+// executor's team carry the executor's name. (So would a thread that a
+// kernel library's kernel started; the daemon's own code starts none from
+// an executor but the executors' spares, which register as executors.)
 #ifndef OPENREG_DEVICE_DAEMON_BASE_THREAD_CPU_H_
 #define OPENREG_DEVICE_DAEMON_BASE_THREAD_CPU_H_
 

@@ -13,19 +13,21 @@
 namespace openreg::daemon {
 
 void CommandCosts::Start() {
+  absl::flat_hash_map<pid_t, ThreadCpu> threads = ReadThreadCpu();
   absl::MutexLock lock(&mutex_);
-  ResetLocked();
+  ResetLocked(std::move(threads));
   enabled_.store(true, std::memory_order_relaxed);
 }
 
 void CommandCosts::Stop() { enabled_.store(false, std::memory_order_relaxed); }
 
 void CommandCosts::Reset() {
+  absl::flat_hash_map<pid_t, ThreadCpu> threads = ReadThreadCpu();
   absl::MutexLock lock(&mutex_);
-  ResetLocked();
+  ResetLocked(std::move(threads));
 }
 
-void CommandCosts::ResetLocked() {
+void CommandCosts::ResetLocked(absl::flat_hash_map<pid_t, ThreadCpu> threads) {
   started_ns_ = MonotonicNanoseconds();
   ops_.clear();
   streams_.clear();
@@ -34,7 +36,7 @@ void CommandCosts::ResetLocked() {
     executor_baseline_.push_back(
         devices_->scheduler(device).ExecutorSnapshot());
   }
-  thread_baseline_ = ReadThreadCpu();
+  thread_baseline_ = std::move(threads);
 }
 
 uint64_t CommandCosts::ThreadCpuSinceStartLocked(
@@ -42,9 +44,10 @@ uint64_t CommandCosts::ThreadCpuSinceStartLocked(
   const auto current = now.find(thread);
   if (current == now.end()) return 0;
   const auto base = thread_baseline_.find(thread);
-  // A thread started since the start (or a reused id whose name changed)
-  // is counted from its own start.
+  // A thread started since the start (its id may be an ended thread's) is
+  // counted from its own start.
   if (base == thread_baseline_.end() ||
+      base->second.name != current->second.name ||
       base->second.cpu_ns > current->second.cpu_ns) {
     return current->second.cpu_ns;
   }
@@ -138,29 +141,30 @@ void CommandCosts::AddThreadGroups(
     proto::CostProfileReply* reply) const {
   // (role, device) in a fixed order: executors and workers by device, then
   // the others.
-  std::map<std::tuple<bool, int, int>, proto::ThreadGroupCost> groups;
-  constexpr int kExecutors = 0, kWorkers = 1, kOther = 2;
+  enum class Role { kExecutors, kWorkers, kOther };
+  std::map<std::tuple<bool, int, Role>, proto::ThreadGroupCost> groups;
   for (const auto& [thread, cpu] : threads) {
-    int role = kOther;
+    Role role = Role::kOther;
     int device = -1;
     if (const auto executor = executor_devices.find(thread);
         executor != executor_devices.end()) {
-      role = kExecutors;
+      role = Role::kExecutors;
       device = executor->second;
     } else if (absl::StartsWith(cpu.name, kExecutorName) &&
                absl::SimpleAtoi(
                    absl::string_view(cpu.name).substr(kExecutorName.size()),
                    &device)) {
       // Not an executor but named as one: a thread an executor started.
-      role = kWorkers;
+      role = Role::kWorkers;
     } else {
       device = -1;  // SimpleAtoi may have written it
     }
-    proto::ThreadGroupCost& group = groups[{role == kOther, device, role}];
+    proto::ThreadGroupCost& group =
+        groups[{role == Role::kOther, device, role}];
     if (group.role().empty()) {
-      group.set_role(role == kExecutors ? "executors"
-                     : role == kWorkers ? "openmp_workers"
-                                        : "other");
+      group.set_role(role == Role::kExecutors ? "executors"
+                     : role == Role::kWorkers ? "openmp_workers"
+                                              : "other");
       group.set_device(device);
     }
     group.set_threads(group.threads() + 1);
@@ -174,6 +178,8 @@ void CommandCosts::AddThreadGroups(
 
 proto::CostProfileReply CommandCosts::Snapshot() const {
   proto::CostProfileReply reply;
+  // Read before the lock, which every profiled command takes.
+  const absl::flat_hash_map<pid_t, ThreadCpu> threads = ReadThreadCpu();
   absl::MutexLock lock(&mutex_);
   reply.set_enabled(enabled());
   reply.set_seconds(static_cast<double>(MonotonicNanoseconds() - started_ns_) /
@@ -197,7 +203,6 @@ proto::CostProfileReply CommandCosts::Snapshot() const {
     op.set_fewer_threads(totals.fewer_threads);
   }
   for (const auto& [id, stream] : streams_) *reply.add_streams() = stream;
-  const absl::flat_hash_map<pid_t, ThreadCpu> threads = ReadThreadCpu();
   // Executors' thread ids, by device; the rest of their role groups below.
   absl::flat_hash_map<pid_t, int> executor_devices;
   for (int device = 0; device < devices_->count(); ++device) {

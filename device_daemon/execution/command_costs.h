@@ -94,7 +94,9 @@ class CommandCosts {
   using ExecutorBaseline =
       std::vector<std::vector<DeviceScheduler::ExecutorStats>>;
 
-  void ResetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // `threads`: every thread's CPU now (read before the lock).
+  void ResetLocked(absl::flat_hash_map<pid_t, ThreadCpu> threads)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // `thread`'s CPU in `now` less its CPU at the start.
   uint64_t ThreadCpuSinceStartLocked(
       pid_t thread, const absl::flat_hash_map<pid_t, ThreadCpu>& now) const

@@ -33,7 +33,7 @@ ABSL_FLAG(std::string, openmp_wait, "spin",
           "regions of its kernels: spin (libgomp's default: milliseconds of "
           "spinning after each region, which keeps a kernel's many regions "
           "fast but takes a core from clients on a small machine), short "
-          "(GOMP_SPINCOUNT=3000, tens of microseconds, then sleep: the "
+          "(a spin of tens of microseconds, then sleep: the "
           "first multi-threaded kernel after an idle gap is milliseconds "
           "faster and the daemon spends less CPU) or sleep "
           "(OMP_WAIT_POLICY=PASSIVE: every region wakes its workers; "
