@@ -11,142 +11,135 @@ bool CpuHasAvx() {
 
 namespace {
 
-__m256 Apply(AvxOperation operation, __m256 a, __m256 b) {
-  switch (operation) {
+// Eight floats or four doubles at a time, as SseLanes in
+// pointwise_kernel.cc four or two.
+template <typename T>
+struct AvxLanes;
+
+template <>
+struct AvxLanes<float> {
+  using Vector = __m256;
+  static constexpr int kWidth = 8;
+  static Vector Load(const float* p) { return _mm256_loadu_ps(p); }
+  static void Store(float* p, Vector v) { _mm256_storeu_ps(p, v); }
+  static Vector Broadcast(float x) { return _mm256_set1_ps(x); }
+  static Vector Add(Vector a, Vector b) { return _mm256_add_ps(a, b); }
+  static Vector Subtract(Vector a, Vector b) { return _mm256_sub_ps(a, b); }
+  static Vector Multiply(Vector a, Vector b) { return _mm256_mul_ps(a, b); }
+  static Vector Divide(Vector a, Vector b) { return _mm256_div_ps(a, b); }
+  static Vector And(Vector a, Vector b) { return _mm256_and_ps(a, b); }
+  static Vector Or(Vector a, Vector b) { return _mm256_or_ps(a, b); }
+  // All ones in a lane that holds a NaN (unordered with itself).
+  static Vector IsNaN(Vector a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+  static bool Any(Vector mask) { return _mm256_movemask_ps(mask) != 0; }
+};
+
+template <>
+struct AvxLanes<double> {
+  using Vector = __m256d;
+  static constexpr int kWidth = 4;
+  static Vector Load(const double* p) { return _mm256_loadu_pd(p); }
+  static void Store(double* p, Vector v) { _mm256_storeu_pd(p, v); }
+  static Vector Broadcast(double x) { return _mm256_set1_pd(x); }
+  static Vector Add(Vector a, Vector b) { return _mm256_add_pd(a, b); }
+  static Vector Subtract(Vector a, Vector b) { return _mm256_sub_pd(a, b); }
+  static Vector Multiply(Vector a, Vector b) { return _mm256_mul_pd(a, b); }
+  static Vector Divide(Vector a, Vector b) { return _mm256_div_pd(a, b); }
+  static Vector And(Vector a, Vector b) { return _mm256_and_pd(a, b); }
+  static Vector Or(Vector a, Vector b) { return _mm256_or_pd(a, b); }
+  static Vector IsNaN(Vector a) { return _mm256_cmp_pd(a, a, _CMP_UNORD_Q); }
+  static bool Any(Vector mask) { return _mm256_movemask_pd(mask) != 0; }
+};
+
+template <typename T, AvxOperation kOperation>
+typename AvxLanes<T>::Vector Apply(typename AvxLanes<T>::Vector a,
+                                   typename AvxLanes<T>::Vector b) {
+  using Lanes = AvxLanes<T>;
+  switch (kOperation) {
     case AvxOperation::kAdd:
-      return _mm256_add_ps(a, b);
+      return Lanes::Add(a, b);
     case AvxOperation::kSubtract:
-      return _mm256_sub_ps(a, b);
+      return Lanes::Subtract(a, b);
     case AvxOperation::kMultiply:
-      return _mm256_mul_ps(a, b);
+      return Lanes::Multiply(a, b);
     case AvxOperation::kDivide:
-      return _mm256_div_ps(a, b);
+      return Lanes::Divide(a, b);
   }
   return a;
 }
 
-__m256d Apply(AvxOperation operation, __m256d a, __m256d b) {
+// One loop per operation and operand form (the choice made outside it),
+// so that each loop is only its loads, the operation and a store.
+template <typename T, AvxOperation kOperation>
+int64_t Sweep(const T* self, const T* other, T number, T* out, int64_t count) {
+  using Lanes = AvxLanes<T>;
+  constexpr int kWidth = Lanes::kWidth;
+  int64_t i = 0;
+  if (other != nullptr) {
+    for (; i + kWidth <= count; i += kWidth) {
+      Lanes::Store(out + i, Apply<T, kOperation>(Lanes::Load(self + i),
+                                                 Lanes::Load(other + i)));
+    }
+    return i;
+  }
+  const typename Lanes::Vector constant = Lanes::Broadcast(number);
+  for (; i + kWidth <= count; i += kWidth) {
+    Lanes::Store(out + i,
+                 Apply<T, kOperation>(Lanes::Load(self + i), constant));
+  }
+  return i;
+}
+
+template <typename T>
+int64_t SweepAs(AvxOperation operation, const T* self, const T* other, T number,
+                T* out, int64_t count) {
   switch (operation) {
     case AvxOperation::kAdd:
-      return _mm256_add_pd(a, b);
+      return Sweep<T, AvxOperation::kAdd>(self, other, number, out, count);
     case AvxOperation::kSubtract:
-      return _mm256_sub_pd(a, b);
+      return Sweep<T, AvxOperation::kSubtract>(self, other, number, out, count);
     case AvxOperation::kMultiply:
-      return _mm256_mul_pd(a, b);
+      return Sweep<T, AvxOperation::kMultiply>(self, other, number, out, count);
     case AvxOperation::kDivide:
-      return _mm256_div_pd(a, b);
+      return Sweep<T, AvxOperation::kDivide>(self, other, number, out, count);
   }
-  return a;
+  return 0;
 }
 
-// One loop per operation (the switch outside it), so that each loop is
-// only loads, the operation and a store.
-template <AvxOperation kOperation>
-int64_t SweepFloats(const float* self, const float* other, float number,
-                    float* out, int64_t count) {
-  const __m256 constant = _mm256_set1_ps(number);
+template <typename T>
+bool NaNsMeetAs(const T* a, const T* b, int64_t count, int64_t* checked) {
+  using Lanes = AvxLanes<T>;
+  typename Lanes::Vector shared = Lanes::Broadcast(0);
   int64_t i = 0;
-  if (other != nullptr) {
-    for (; i + 8 <= count; i += 8) {
-      _mm256_storeu_ps(out + i, Apply(kOperation, _mm256_loadu_ps(self + i),
-                                      _mm256_loadu_ps(other + i)));
-    }
-  } else {
-    for (; i + 8 <= count; i += 8) {
-      _mm256_storeu_ps(out + i,
-                       Apply(kOperation, _mm256_loadu_ps(self + i), constant));
-    }
+  for (; i + Lanes::kWidth <= count; i += Lanes::kWidth) {
+    shared = Lanes::Or(shared, Lanes::And(Lanes::IsNaN(Lanes::Load(a + i)),
+                                          Lanes::IsNaN(Lanes::Load(b + i))));
   }
-  return i;
-}
-
-template <AvxOperation kOperation>
-int64_t SweepDoubles(const double* self, const double* other, double number,
-                     double* out, int64_t count) {
-  const __m256d constant = _mm256_set1_pd(number);
-  int64_t i = 0;
-  if (other != nullptr) {
-    for (; i + 4 <= count; i += 4) {
-      _mm256_storeu_pd(out + i, Apply(kOperation, _mm256_loadu_pd(self + i),
-                                      _mm256_loadu_pd(other + i)));
-    }
-  } else {
-    for (; i + 4 <= count; i += 4) {
-      _mm256_storeu_pd(out + i,
-                       Apply(kOperation, _mm256_loadu_pd(self + i), constant));
-    }
-  }
-  return i;
+  *checked = i;
+  return Lanes::Any(shared);
 }
 
 }  // namespace
 
 int64_t SweepAvx(AvxOperation operation, const float* self, const float* other,
                  float number, float* out, int64_t count) {
-  switch (operation) {
-    case AvxOperation::kAdd:
-      return SweepFloats<AvxOperation::kAdd>(self, other, number, out, count);
-    case AvxOperation::kSubtract:
-      return SweepFloats<AvxOperation::kSubtract>(self, other, number, out,
-                                                  count);
-    case AvxOperation::kMultiply:
-      return SweepFloats<AvxOperation::kMultiply>(self, other, number, out,
-                                                  count);
-    case AvxOperation::kDivide:
-      return SweepFloats<AvxOperation::kDivide>(self, other, number, out,
-                                                count);
-  }
-  return 0;
+  return SweepAs(operation, self, other, number, out, count);
 }
 
 int64_t SweepAvx(AvxOperation operation, const double* self,
                  const double* other, double number, double* out,
                  int64_t count) {
-  switch (operation) {
-    case AvxOperation::kAdd:
-      return SweepDoubles<AvxOperation::kAdd>(self, other, number, out, count);
-    case AvxOperation::kSubtract:
-      return SweepDoubles<AvxOperation::kSubtract>(self, other, number, out,
-                                                   count);
-    case AvxOperation::kMultiply:
-      return SweepDoubles<AvxOperation::kMultiply>(self, other, number, out,
-                                                   count);
-    case AvxOperation::kDivide:
-      return SweepDoubles<AvxOperation::kDivide>(self, other, number, out,
-                                                 count);
-  }
-  return 0;
+  return SweepAs(operation, self, other, number, out, count);
 }
 
 bool NaNsMeetAvx(const float* a, const float* b, int64_t count,
                  int64_t* checked) {
-  __m256 shared = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m256 x = _mm256_loadu_ps(a + i);
-    const __m256 y = _mm256_loadu_ps(b + i);
-    // Unordered with itself: a NaN.
-    shared =
-        _mm256_or_ps(shared, _mm256_and_ps(_mm256_cmp_ps(x, x, _CMP_UNORD_Q),
-                                           _mm256_cmp_ps(y, y, _CMP_UNORD_Q)));
-  }
-  *checked = i;
-  return _mm256_movemask_ps(shared) != 0;
+  return NaNsMeetAs(a, b, count, checked);
 }
 
 bool NaNsMeetAvx(const double* a, const double* b, int64_t count,
                  int64_t* checked) {
-  __m256d shared = _mm256_setzero_pd();
-  int64_t i = 0;
-  for (; i + 4 <= count; i += 4) {
-    const __m256d x = _mm256_loadu_pd(a + i);
-    const __m256d y = _mm256_loadu_pd(b + i);
-    shared =
-        _mm256_or_pd(shared, _mm256_and_pd(_mm256_cmp_pd(x, x, _CMP_UNORD_Q),
-                                           _mm256_cmp_pd(y, y, _CMP_UNORD_Q)));
-  }
-  *checked = i;
-  return _mm256_movemask_pd(shared) != 0;
+  return NaNsMeetAs(a, b, count, checked);
 }
 
 }  // namespace openreg::daemon

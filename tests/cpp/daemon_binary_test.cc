@@ -72,6 +72,14 @@ int WaitForExit(pid_t pid, absl::Duration timeout) {
 }
 
 // Polls until the file at `path` contains `text`.
+// A process's environment, each variable on a line of its own, "\n"
+// first: "\nNAME=value\n" finds a variable exactly.
+std::string EnvironmentOf(pid_t pid) {
+  std::string environment = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
+  std::replace(environment.begin(), environment.end(), '\0', '\n');
+  return "\n" + environment;
+}
+
 bool WaitForText(const std::string& path, const std::string& text,
                  absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -197,10 +205,7 @@ TEST_F(DaemonBinaryTest, SleepingOpenMpWorkersKeepThePidAndTheFlags) {
       WaitForText(daemon.stderr_path, "serving 3 devices", absl::Seconds(5)))
       << ReadFile(daemon.stderr_path);
   EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(daemon.pid, "\n"));
-  std::string environment =
-      ReadFile(absl::StrCat("/proc/", daemon.pid, "/environ"));
-  std::replace(environment.begin(), environment.end(), '\0', '\n');
-  environment.insert(0, "\n");
+  const std::string environment = EnvironmentOf(daemon.pid);
   EXPECT_NE(environment.find("\nOMP_WAIT_POLICY=PASSIVE\n"), std::string::npos);
   ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
   EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
@@ -213,10 +218,7 @@ TEST_F(DaemonBinaryTest, ShortSpinningOpenMpWorkersKeepThePid) {
   ASSERT_TRUE(WaitForFile(socket_, absl::Seconds(20)))
       << ReadFile(daemon.stderr_path);
   EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(daemon.pid, "\n"));
-  std::string environment =
-      ReadFile(absl::StrCat("/proc/", daemon.pid, "/environ"));
-  std::replace(environment.begin(), environment.end(), '\0', '\n');
-  environment.insert(0, "\n");
+  const std::string environment = EnvironmentOf(daemon.pid);
   EXPECT_NE(environment.find("\nGOMP_SPINCOUNT=3000\n"), std::string::npos);
   EXPECT_EQ(environment.find("\nOMP_WAIT_POLICY="), std::string::npos);
   ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
