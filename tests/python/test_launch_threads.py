@@ -380,7 +380,9 @@ def threads():
                 names.append(comm.read().strip())
         except FileNotFoundError:
             pass
-    return names.count("openreg-daemon")
+    # Executors name themselves or-exec-dN; their OpenMP workers inherit
+    # the name (device_daemon/base/thread_cpu.h).
+    return sum(name.startswith("or-exec-d") for name in names)
 large = torch.randn(1 << 22, device="openreg")
 torch.openreg.synchronize()
 time.sleep(0.5)
