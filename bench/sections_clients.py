@@ -13,6 +13,12 @@ loop on CPU eager (N processes, one thread each) is the reference for what
 64 processes on this host cost without openreg: the OS alone loses some
 throughput to switching between them.
 
+Then the same with N clients each running iterations of a few small ops
+and a synchronize (4 adds, as the latency section's iteration), the
+issue's many-client probe: aggregate iterations/s at each N, each N
+against the best smaller N, printed as iterations/s (its bars: 64 clients
+>= 0.8x the best smaller N, the best N >= 24k iterations/s).
+
 Also the single client's per-op time against CPU eager, pipelined and as
 one synchronized call (latency).
 
@@ -29,10 +35,11 @@ import multiprocessing as mp
 from timing import compare, single_call
 
 CLIENT_COUNTS = (1, 2, 4, 8, 16, 32, 64)
-SYNC_EVERY = 50
+SYNC_EVERY = 50  # adds per synchronize in the throughput rows
+ITERATION_ADDS = 4  # adds per synchronize in an iteration
 
 
-def _client(device, attach, start, results, rounds, seconds):
+def _client(device, attach, start, results, rounds, seconds, ops_per_sync):
     import torch
 
     torch.set_num_threads(1)
@@ -47,9 +54,9 @@ def _client(device, attach, start, results, rounds, seconds):
         start.wait()
         began = time.perf_counter()
         deadline = began + seconds
-        batch_ends = []  # when each batch of SYNC_EVERY ops completed
+        batch_ends = []  # when each batch of ops_per_sync ops completed
         while not batch_ends or batch_ends[-1] < deadline:
-            for _ in range(SYNC_EVERY):
+            for _ in range(ops_per_sync):
                 torch.add(x, x)
             sync()
             batch_ends.append(time.perf_counter())
@@ -72,15 +79,17 @@ def _threads(pid):
         return -1
 
 
-def _aggregate(context, device, clients, rounds, seconds, pid):
-    """Best aggregate ops/s over `rounds`, and the most daemon threads seen
-    while the clients ran."""
+def _aggregate(context, device, clients, rounds, seconds, pid,
+               ops_per_sync=SYNC_EVERY):
+    """Best aggregate synchronized batches of `ops_per_sync` adds per second
+    over `rounds`, and the most daemon threads seen while the clients
+    ran."""
     attach = context.Lock()
     start = context.Barrier(clients + 1)
     results = context.Queue()
     processes = [context.Process(target=_client,
                                  args=(device, attach, start, results,
-                                       rounds, seconds))
+                                       rounds, seconds, ops_per_sync))
                  for _ in range(clients)]
     for process in processes:
         process.start()
@@ -95,7 +104,7 @@ def _aggregate(context, device, clients, rounds, seconds, pid):
             first_done = min(ends[-1] for _, ends in samples)
             batches = sum(1 for _, ends in samples for end in ends
                           if all_running < end <= first_done)
-            best = max(best, batches * SYNC_EVERY / (first_done - all_running))
+            best = max(best, batches / (first_done - all_running))
     finally:
         for process in processes:
             process.join(60)
@@ -128,8 +137,9 @@ def concurrent_clients(torch, scale):
     for device in ("cpu", "openreg"):
         best_smaller = 0.0
         for clients in CLIENT_COUNTS:
-            aggregate, threads = _aggregate(context, device, clients, rounds,
-                                            seconds, pid)
+            batches, threads = _aggregate(context, device, clients, rounds,
+                                          seconds, pid)
+            aggregate = batches * SYNC_EVERY  # adds/s
             if device == "cpu" and clients != CLIENT_COUNTS[-1]:
                 best_smaller = max(best_smaller, aggregate)
                 continue  # only the last CPU row is the reference
@@ -147,6 +157,27 @@ def concurrent_clients(torch, scale):
             best_smaller = max(best_smaller, aggregate)
     print(f"daemon threads: {idle_threads} before the clients, {threads} "
           f"with {CLIENT_COUNTS[-1]} clients")
+    rows += _iterations(context, rounds, seconds, pid)
+    return rows
+
+
+def _iterations(context, rounds, seconds, pid):
+    """openreg's aggregate iterations/s (ITERATION_ADDS adds and a
+    synchronize) at each client count, each against the best smaller."""
+    rows, reached = [], []
+    best_smaller = 0.0
+    for clients in CLIENT_COUNTS:
+        per_second, _ = _aggregate(context, "openreg", clients, rounds,
+                                   seconds, pid, ITERATION_ADDS)
+        name = f"iteration, {clients} clients, aggregate"
+        if best_smaller > 0:
+            rows.append((name, "best fewer", 1 / best_smaller, 1 / per_second))
+        else:
+            rows.append((name, "itself", 1 / per_second, 1 / per_second))
+        reached.append(f"{clients}: {per_second / 1e3:.1f}k")
+        best_smaller = max(best_smaller, per_second)
+    print(f"iterations ({ITERATION_ADDS} adds + synchronize) per second, "
+          f"all clients together, by client count: {', '.join(reached)}")
     return rows
 
 
