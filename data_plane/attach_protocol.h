@@ -1,22 +1,35 @@
 // The fixed-size messages exchanged on the attach socket. A client connects,
 // sends AttachHello; the daemon checks the peer's credentials, creates the
-// session and answers AttachWelcome with three fds attached, in this order:
-// the session segment (segment_bytes, session_layout.h) and the daemon's
-// doorbell page (doorbell_bytes, doorbell.h), both to be mapped shared, and
-// the session's ring fd (an eventfd, doorbell.h).
+// session and answers AttachWelcome with WelcomeFdCount(device_count) fds
+// attached, in this order: the session segment (segment_bytes,
+// session_layout.h) and the daemon's doorbell page (doorbell_bytes,
+// doorbell.h), both to be mapped shared, then the session's ring fd of
+// each device, device 0 first (eventfds, doorbell.h).
 // The connection then stays open for the session's lifetime: its hang-up is
 // how each side learns that the other is gone.
 #ifndef OPENREG_DATA_PLANE_ATTACH_PROTOCOL_H_
 #define OPENREG_DATA_PLANE_ATTACH_PROTOCOL_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+
+#include "data_plane/device_address.h"
+#include "data_plane/unix_socket.h"
 
 namespace openreg {
 
 inline constexpr uint32_t kAttachMagic = 0x4f524154;  // "ORAT"
-// Fds attached to a welcome: the segment, the doorbell page, the ring fd.
-inline constexpr int kWelcomeFds = 3;
+// Fds of a welcome before the ring fds: the segment, the doorbell page.
+inline constexpr size_t kWelcomeSharedFds = 2;
+
+// Fds attached to the welcome of a daemon with `device_count` devices.
+inline constexpr size_t WelcomeFdCount(size_t device_count) {
+  return kWelcomeSharedFds + device_count;
+}
+inline constexpr size_t kMaxWelcomeFds = WelcomeFdCount(kMaxDevices);
+static_assert(kMaxWelcomeFds <= kMaxPassedFds,
+              "a welcome must fit in one message");
 
 struct AttachHello {
   uint32_t magic;

@@ -2,11 +2,12 @@
 // (parked) stream new work.
 //
 // Two things, both handed to the client at attach (attach_protocol.h):
-// - its session's ring fd: an eventfd of its own that every executor of
-//   the daemon watches (epoll). Writing it is the ring. The kernel keeps a
-//   ring until an executor collects it, so no ring is ever lost, and only
-//   the session holds its fd: another client cannot hide, forge or steal
-//   this session's rings.
+// - its session's ring fds, one per device (ring_fds[device]): eventfds of
+//   its own that the executors of that device alone watch (epoll), so a
+//   ring wakes only an executor that can run the stream. Writing it is the
+//   ring. The kernel keeps a ring until an executor collects it, so no
+//   ring is ever lost, and only the session holds its fds: another client
+//   cannot hide, forge or steal this session's rings.
 // - the daemon's doorbell page (ONE memfd for all clients, mapped shared):
 //   per device a hint word that every ring bumps, so that an executor
 //   running other streams notices a ring at its next command boundary with
@@ -22,7 +23,7 @@
 //     the stream runnable again, exactly once.
 //   client, after publishing a command (the ring's tail, seq_cst):
 //     if ClaimParked(&slot->parked): RingDoorbell(&page->devices[device],
-//     ring_fd).
+//     ring_fds[device]).
 // Both sides write first and read second (seq_cst), so at least one of
 // them sees the other's write (Dekker): a command is never left unnoticed
 // in the ring of a parked stream.
@@ -67,7 +68,7 @@ struct DoorbellPage {
 inline constexpr uint64_t kDoorbellPageBytes = sizeof(DoorbellPage);
 
 // Bumps the device's hint word (for executors that are running) and
-// writes the session's ring fd (for executors that wait): one parked stream
+// writes the session's ring fd for that device (for executors that wait): one parked stream
 // needs one executor. A full eventfd (after 2^64 - 2 rings nobody
 // collected) cannot lose the ring: it is already pending.
 inline void RingDoorbell(Doorbell* doorbell, int ring_fd) {

@@ -26,9 +26,10 @@
 
 namespace openreg {
 
-// Bumped whenever this layout or the protos (commands, control, faults)
-// change in a way that old peers cannot handle.
-inline constexpr uint32_t kProtocolVersion = 8;
+// Bumped whenever this layout, the attach messages (attach_protocol.h) or
+// the protos (commands, control, faults) change in a way that old peers
+// cannot handle.
+inline constexpr uint32_t kProtocolVersion = 9;
 inline constexpr uint64_t kSessionMagic = 0x4f50454e52454731ull;  // OPENREG1
 
 struct SessionLimits {

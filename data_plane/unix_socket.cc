@@ -14,9 +14,6 @@
 namespace openreg {
 namespace {
 
-// Fds one message may carry (the welcome carries two).
-constexpr size_t kMaxPassedFds = 4;
-
 absl::Status ErrnoError(absl::string_view what, absl::string_view path = "") {
   const int saved = errno;
   std::string message = absl::StrCat(what, path.empty() ? "" : " ", path, ": ",
@@ -190,7 +187,7 @@ absl::StatusOr<size_t> ReceiveAvailable(int socket, void* data, size_t size) {
     msghdr message{};
     message.msg_iov = &io;
     message.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxPassedFds)] = {};
     message.msg_control = control;
     message.msg_controllen = sizeof(control);
     const ssize_t got =

@@ -1,6 +1,6 @@
 // Small helpers around AF_UNIX stream sockets: the attach socket carries a
 // fixed-size hello/welcome exchange, the peer's credentials (SO_PEERCRED)
-// and the session segment's fd (SCM_RIGHTS). Its hang-up tells each side
+// and the fds of a welcome (SCM_RIGHTS). Its hang-up tells each side
 // that the other process is gone.
 #ifndef OPENREG_DATA_PLANE_UNIX_SOCKET_H_
 #define OPENREG_DATA_PLANE_UNIX_SOCKET_H_
@@ -14,6 +14,10 @@
 #include "absl/time/time.h"
 
 namespace openreg {
+
+// The most fds one message carries: a welcome passes 2 + one ring fd per
+// device (attach_protocol.h), so this bounds the daemon's device count too.
+inline constexpr size_t kMaxPassedFds = 80;
 
 struct PeerCredentials {
   pid_t pid;
@@ -32,7 +36,8 @@ absl::StatusOr<PeerCredentials> GetPeerCredentials(int fd);
 // Sends all `size` bytes, attaching `fd_to_send` when it is >= 0.
 absl::Status SendMessage(int socket, const void* data, size_t size,
                          int fd_to_send = -1);
-// Sends all `size` bytes with `fd_count` (at most 4) fds attached, in order.
+// Sends all `size` bytes with `fd_count` (at most kMaxPassedFds) fds
+// attached, in order.
 absl::Status SendMessage(int socket, const void* data, size_t size,
                          const int* fds, size_t fd_count);
 
@@ -41,9 +46,9 @@ absl::Status SendMessage(int socket, const void* data, size_t size,
 // is closed: a peer must not be able to make us hold descriptors.
 absl::Status ReceiveMessage(int socket, void* data, size_t size,
                             absl::Duration timeout, int* received_fd = nullptr);
-// The same, keeping the first `fd_count` (at most 4) passed fds in
-// received_fds[0..fd_count) in the order they were sent (-1 where none
-// came); any further fd is closed.
+// The same, keeping the first `fd_count` (at most kMaxPassedFds) passed
+// fds in received_fds[0..fd_count) in the order they were sent (-1 where
+// none came); any further fd is closed.
 absl::Status ReceiveMessage(int socket, void* data, size_t size,
                             absl::Duration timeout, int* received_fds,
                             size_t fd_count);

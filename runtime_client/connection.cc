@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -167,13 +169,14 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
         absl::StrCat("openreg: attach to the daemon failed: ", sent.message()));
   }
   AttachWelcome welcome{};
-  int received_fds[kWelcomeFds] = {-1, -1, -1};
+  // As many as any daemon may pass; the welcome then says how many came.
+  int received_fds[kMaxWelcomeFds];
   absl::Status received =
       ReceiveMessage(connection->attach_socket.get(), &welcome, sizeof(welcome),
-                     kHandshakeDeadline, received_fds, kWelcomeFds);
-  UniqueFd memfd(received_fds[0]);
-  UniqueFd doorbell_fd(received_fds[1]);
-  UniqueFd ring_fd(received_fds[2]);
+                     kHandshakeDeadline, received_fds, kMaxWelcomeFds);
+  std::vector<UniqueFd> passed_fds;
+  passed_fds.reserve(kMaxWelcomeFds);
+  for (const int fd : received_fds) passed_fds.emplace_back(fd);
   if (!received.ok()) {
     return MakeError(Error::kDaemonUnavailable,
                      absl::StrCat("openreg: attach to the daemon failed: ",
@@ -197,12 +200,25 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
                                         : message);
     return StatusFromProto(refusal);
   }
-  if (!memfd.valid() || !doorbell_fd.valid() || !ring_fd.valid()) {
+  if (welcome.device_count < 1 || welcome.device_count > kMaxDevices) {
     return MakeError(Error::kInternal,
-                     "openreg: the daemon attached without passing the "
-                     "session's shared memory, its doorbell page and its "
-                     "ring fd");
+                     absl::StrCat("openreg: the daemon announced ",
+                                  welcome.device_count, " devices (1 to ",
+                                  kMaxDevices, " expected)"));
   }
+  const size_t expected_fds = WelcomeFdCount(welcome.device_count);
+  for (size_t i = 0; i < kMaxWelcomeFds; ++i) {
+    if (passed_fds[i].valid() != (i < expected_fds)) {
+      return MakeError(
+          Error::kInternal,
+          absl::StrCat("openreg: the daemon attached without passing the "
+                       "session's shared memory, its doorbell page and one "
+                       "ring fd per device (",
+                       expected_fds, " fds expected)"));
+    }
+  }
+  UniqueFd memfd = std::move(passed_fds[0]);
+  UniqueFd doorbell_fd = std::move(passed_fds[1]);
   if (welcome.doorbell_bytes != kDoorbellPageBytes) {
     return MakeError(Error::kInternal,
                      absl::StrCat("openreg: the daemon announced a doorbell "
@@ -237,9 +253,20 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
       ValidateSessionHeader(*static_cast<const SessionHeader*>(segment->data()),
                             segment->size(), welcome.session_id);
   if (!valid.ok()) return valid;
+  const uint32_t segment_devices =
+      static_cast<const SessionHeader*>(segment->data())->device_count;
+  if (segment_devices != welcome.device_count) {
+    return MakeError(Error::kInternal,
+                     absl::StrCat("openreg: the daemon's welcome announced ",
+                                  welcome.device_count,
+                                  " devices but the session segment holds ",
+                                  segment_devices));
+  }
   connection->segment = std::move(*segment);
   connection->doorbells = std::move(*doorbells);
-  connection->ring_fd = std::move(ring_fd);
+  connection->ring_fds.assign(
+      std::make_move_iterator(passed_fds.begin() + kWelcomeSharedFds),
+      std::make_move_iterator(passed_fds.begin() + expected_fds));
   connection->session.set_session_id(welcome.session_id);
   connection->session.set_token(welcome.token);
   return absl::OkStatus();

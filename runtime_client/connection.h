@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -36,10 +37,10 @@ struct Connection {
   // The session segment; its header has been validated.
   SharedMemory segment;
   // The daemon's doorbell page (data_plane/doorbell.h), shared by every
-  // client, and this session's ring fd: rung after a command for a parked
-  // stream.
+  // client, and this session's ring fd of each device (indexed by device):
+  // rung after a command for a parked stream of that device.
   SharedMemory doorbells;
-  UniqueFd ring_fd;
+  std::vector<UniqueFd> ring_fds;
 };
 
 // Connects to the daemon on ResolveSocketPath(), starting one first when

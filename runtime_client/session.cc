@@ -220,7 +220,11 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
   // The ring's tail is published (seq_cst); a stream the daemon parked
   // needs its device's doorbell (data_plane/doorbell.h).
   if (ClaimParked(&stream.shared->parked)) {
-    RingDoorbell(&DeviceDoorbell(stream), connection_.ring_fd.get());
+    RingDoorbell(
+        &DeviceDoorbell(stream),
+        connection_
+            .ring_fds[stream.device.load(std::memory_order_relaxed)]
+            .get());
   }
   return sequence;
 }

@@ -15,7 +15,9 @@
 //   it yields, so equal priorities take turns.
 // - Idle runners come back when a client rings (data_plane/doorbell.h):
 //   executors with nothing to run wait on an epoll set that holds every
-//   attached session's ring fd (WatchRing), and one woken by a ring asks
+//   attached session's ring fd for this device (WatchRing; a session has
+//   one per device, so a ring wakes only the stream's device), and one
+//   woken by a ring asks
 //   every idle runner WantsToRun(). Whenever an executor is idle, one
 //   watches the epoll set; the executor that ran the last slice always
 //   does, so a client's next ring goes to it; the others wait on standby
@@ -105,8 +107,8 @@ class DeviceScheduler {
   // Registers `runner`, queued at once so that it looks at its ring.
   void Add(std::shared_ptr<Runner> runner);
 
-  // Waiting executors wake when `ring_fd` (a session's eventfd) is
-  // written, until UnwatchRing (before the fd is closed).
+  // Waiting executors wake when `ring_fd` (a session's eventfd for this
+  // device) is written, until UnwatchRing (before the fd is closed).
   absl::Status WatchRing(int ring_fd);
   void UnwatchRing(int ring_fd);
   // Queues `runner` if it is idle (a stop or drain request); a running or

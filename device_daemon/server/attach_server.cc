@@ -282,10 +282,11 @@ void AttachServer::Attach(int fd) {
   welcome.segment_bytes = (*session)->segment().size();
   const SharedMemory& doorbells = (*session)->devices().doorbell_page();
   welcome.doorbell_bytes = doorbells.size();
-  const int fds[kWelcomeFds] = {(*session)->segment().fd(), doorbells.fd(),
-                                (*session)->ring_fd()};
+  std::vector<int> fds = {(*session)->segment().fd(), doorbells.fd()};
+  const std::vector<int>& ring_fds = (*session)->ring_fds();
+  fds.insert(fds.end(), ring_fds.begin(), ring_fds.end());
   const absl::Status sent =
-      SendMessage(fd, &welcome, sizeof(welcome), fds, kWelcomeFds);
+      SendMessage(fd, &welcome, sizeof(welcome), fds.data(), fds.size());
   if (!sent.ok()) {
     registry_->Remove((*session)->id(), "welcome could not be sent")
         .IgnoreError();

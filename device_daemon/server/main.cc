@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "command_line/help_flag.h"
+#include "device_daemon/base/fd_limit.h"
 #include "device_daemon/base/log.h"
 #include "device_daemon/base/openmp_wait_policy.h"
 #include "device_daemon/base/openmp_worker_placement.h"
@@ -56,6 +57,16 @@ int main(int argc, char** argv) {
                    std::string(opened.message()).c_str());
       return 2;
     }
+  }
+  // Each session holds a ring fd per device (base/fd_limit.h).
+  if (absl::StatusOr<uint64_t> fd_limit = openreg::daemon::RaiseFdLimitToHard();
+      fd_limit.ok()) {
+    openreg::daemon::Log(openreg::daemon::LogLevel::kDebug,
+                         "open-file limit: ", *fd_limit);
+  } else {
+    openreg::daemon::Log(openreg::daemon::LogLevel::kWarning,
+                         "cannot raise the open-file limit: ",
+                         fd_limit.status().message());
   }
   openreg::daemon::RegisterAcceleratorSemantics();
   // Before any socket exists: a client never sees a daemon that lacks the

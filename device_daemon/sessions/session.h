@@ -93,8 +93,10 @@ class Session {
   uid_t uid() const { return identity_.peer.uid; }
   const std::string& client_name() const { return identity_.client_name; }
   const SharedMemory& segment() const { return segment_.memory(); }
-  // The fd the client writes to ring for its parked streams (doorbell.h).
-  int ring_fd() const { return ring_.fd(); }
+  // The fd the client writes to ring for its parked streams of `device`
+  // (doorbell.h); ring_fds() holds every device's, device 0 first.
+  int ring_fd(int device) const { return ring_.fd(device); }
+  const std::vector<int>& ring_fds() const { return ring_.fds(); }
   Devices& devices() const { return *devices_; }
 
   // The daemon's trusted copy of the segment layout.

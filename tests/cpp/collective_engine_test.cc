@@ -62,7 +62,7 @@ class CollectiveEngineTest : public ::testing::Test {
       StreamSlot* slot = rank.session->stream_slot(0);
       rank.stream = std::make_unique<StreamDriver>(
           slot, rank.session->ring_buffer(0), rank.session->limits().ring_bytes,
-          devices_->doorbell(slot->device), rank.session->ring_fd());
+          devices_->doorbell(slot->device), rank.session->ring_fd(slot->device));
       absl::StatusOr<uint64_t> handle = communicators_.Join(
           "job-1", n, r, rank.session->id(), rank.session->pid(), timeout);
       ASSERT_TRUE(handle.ok()) << handle.status();

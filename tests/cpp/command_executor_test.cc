@@ -69,7 +69,7 @@ class CommandExecutorTest : public ::testing::Test {
                         session_->ring_buffer(slot),
                         session_->limits().ring_bytes,
                         devices_->doorbell(session_->stream_slot(slot)->device),
-                        session_->ring_fd());
+                        session_->ring_fd(session_->stream_slot(slot)->device));
   }
 
   RecordingOpRunner runner_;
@@ -161,7 +161,7 @@ TEST(ExecutorTeardownTest, SessionsCloseWhileTheirCommandsRun) {
           StreamSlot* shared = session->stream_slot(slot);
           StreamDriver stream(
               shared, session->ring_buffer(slot), session->limits().ring_bytes,
-              devices->doorbell(shared->device), session->ring_fd());
+              devices->doorbell(shared->device), session->ring_fd(shared->device));
           for (int i = 0; i < 50; ++i) {
             stream.Submit(Launch("fake::op"));
             // Waits on another stream's work, some never submitted: Close

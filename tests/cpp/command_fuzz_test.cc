@@ -56,7 +56,7 @@ TEST(CommandFuzzTest, RandomCommandsNeverCrashOrStall) {
   CommandGenerator fuzzer(seed, buffers, kBufferBytes);
   StreamDriver stream(session->stream_slot(0), session->ring_buffer(0),
                       limits.ring_bytes, session->devices().doorbell(0),
-                      session->ring_fd());
+                      session->ring_fd(0));
   int failures = 0;
   for (uint32_t i = 0; i < iterations; ++i) {
     uint64_t sequence;

@@ -294,7 +294,7 @@ TEST_F(DaemonRaceTest, ClientsAttachWhileOthersDetachEveryWay) {
           StreamDriver stream(
               (*session)->stream_slot(0), (*session)->ring_buffer(0),
               (*session)->limits().ring_bytes,
-              (*session)->devices().doorbell(0), (*session)->ring_fd());
+              (*session)->devices().doorbell(0), (*session)->ring_fd(0));
           proto::Command command;
           command.mutable_record_event()->set_event_slot(0);
           stream.Submit(command);
@@ -332,7 +332,7 @@ TEST_F(DaemonRaceTest, RingPositionsStayConsistentAcrossWrapAround) {
   const uint64_t buffer = *session->Allocate(0, kBufferBytes);
   StreamDriver stream(session->stream_slot(0), session->ring_buffer(0),
                       session->limits().ring_bytes, devices_->doorbell(0),
-                      session->ring_fd());
+                      session->ring_fd(0));
   // Sizes that do not divide the ring: records wrap with padding in every
   // position. The client waits on the completion counter (futex) while the
   // worker advances it; a second thread reads both ring positions.
@@ -386,7 +386,7 @@ TEST_F(DaemonRaceTest, AClientRewritingRingPositionsOnlyFaultsItsStream) {
   // The other stream and the session go on.
   StreamDriver other(session->stream_slot(0), session->ring_buffer(0),
                      session->limits().ring_bytes, devices_->doorbell(0),
-                     session->ring_fd());
+                     session->ring_fd(0));
   proto::Command command;
   command.mutable_launch()->set_name("fake::after");
   EXPECT_EQ(other.Run(command), std::nullopt);

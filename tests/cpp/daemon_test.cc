@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -34,7 +35,7 @@ struct Client {
   AttachWelcome welcome{};
   SharedMemory segment;
   SharedMemory doorbells;  // the daemon's doorbell page
-  int ring_fd = -1;        // the session's ring fd
+  std::vector<int> ring_fds;  // the session's ring fd of each device
   proto::SessionRef ref;
 
   SessionView view() const { return SessionView(segment.data()); }
@@ -44,8 +45,8 @@ struct Client {
   void HangUp() {
     if (fd >= 0) close(fd);
     fd = -1;
-    if (ring_fd >= 0) close(ring_fd);
-    ring_fd = -1;
+    for (const int ring_fd : ring_fds) close(ring_fd);
+    ring_fds.clear();
   }
   ~Client() { HangUp(); }
 };
@@ -89,17 +90,24 @@ class DaemonTest : public ::testing::Test {
     hello.protocol_version = protocol;
     std::strncpy(hello.client_name, "daemon_test", sizeof(hello.client_name));
     EXPECT_TRUE(SendMessage(client->fd, &hello, sizeof(hello)).ok());
-    int fds[kWelcomeFds] = {-1, -1, -1};
+    int fds[kMaxWelcomeFds];
     absl::Status received =
         ReceiveMessage(client->fd, &client->welcome, sizeof(client->welcome),
-                       absl::Seconds(10), fds, kWelcomeFds);
+                       absl::Seconds(10), fds, kMaxWelcomeFds);
     EXPECT_TRUE(received.ok()) << received;
     const int segment_fd = fds[0];
     if (client->welcome.error_code == 0) {
-      EXPECT_GE(segment_fd, 0);
-      EXPECT_GE(fds[1], 0);
-      EXPECT_GE(fds[2], 0);
-      client->ring_fd = fds[2];
+      // The segment, the doorbell page, one ring fd per device, no more.
+      EXPECT_EQ(client->welcome.device_count, 2u);
+      const size_t passed = WelcomeFdCount(client->welcome.device_count);
+      for (size_t i = 0; i < kMaxWelcomeFds; ++i) {
+        if (i < passed) {
+          EXPECT_GE(fds[i], 0) << "fd " << i;
+        } else {
+          EXPECT_EQ(fds[i], -1) << "fd " << i;
+        }
+      }
+      client->ring_fds.assign(fds + kWelcomeSharedFds, fds + passed);
       absl::StatusOr<SharedMemory> segment =
           SharedMemory::Map(segment_fd, client->welcome.segment_bytes);
       EXPECT_TRUE(segment.ok()) << segment.status();
@@ -143,7 +151,7 @@ class DaemonTest : public ::testing::Test {
     SessionView view = client.view();
     StreamDriver stream(view.stream(0), view.ring_buffer(0),
                         view.header()->limits.ring_bytes, client.doorbell(0),
-                        client.ring_fd);
+                        client.ring_fds[0]);
     proto::Command command;
     command.mutable_free()->set_address(address);
     return stream.Run(command).value_or(StreamErrorRecord{});
@@ -286,7 +294,7 @@ TEST_F(DaemonTest, DataPlaneThroughTheMappedSegment) {
   SessionView view = client->view();
   StreamDriver stream(view.stream(0), view.ring_buffer(0),
                       view.header()->limits.ring_bytes, client->doorbell(0),
-                      client->ring_fd);
+                      client->ring_fds[0]);
   for (int i = 0; i < 1024; ++i) view.staging()[i] = static_cast<char>(i);
   proto::Command upload;
   upload.mutable_h2d()->set_dst(buffer);
@@ -421,7 +429,7 @@ TEST_F(DaemonTest, HangUpEndsOnlyThatSession) {
     StreamDriver side(view.stream(created.slot()),
                       view.ring_buffer(created.slot()),
                       view.header()->limits.ring_bytes, leaving->doorbell(0),
-                      leaving->ring_fd);
+                      leaving->ring_fds[0]);
     proto::Command wait;
     wait.mutable_wait_stream()->set_stream_slot(0);
     wait.mutable_wait_stream()->set_sequence(1000);

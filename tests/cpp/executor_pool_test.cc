@@ -48,17 +48,19 @@ struct RawClient {
   AttachWelcome welcome{};
   SharedMemory segment;
   SharedMemory doorbells;
-  int ring_fd = -1;
+  std::vector<int> ring_fds;  // one per device
   ~RawClient() {
     if (connection >= 0) close(connection);
-    if (ring_fd >= 0) close(ring_fd);
+    for (const int ring_fd : ring_fds) close(ring_fd);
   }
   SessionView view() const { return SessionView(segment.data()); }
   StreamDriver Driver(uint32_t slot) const {
+    const int device = view().stream(slot)->device;
     return StreamDriver(
         view().stream(slot), view().ring_buffer(slot),
         view().header()->limits.ring_bytes,
-        &static_cast<DoorbellPage*>(doorbells.data())->devices[slot], ring_fd);
+        &static_cast<DoorbellPage*>(doorbells.data())->devices[device],
+        ring_fds[device]);
   }
 };
 
@@ -74,10 +76,10 @@ std::unique_ptr<RawClient> AttachRaw(const std::string& socket) {
   std::strncpy(hello.client_name, "executor_pool_test",
                sizeof(hello.client_name) - 1);
   EXPECT_TRUE(SendMessage(*fd, &hello, sizeof(hello)).ok());
-  int fds[kWelcomeFds] = {-1, -1, -1};
+  int fds[kMaxWelcomeFds];
   absl::Status received =
       ReceiveMessage(*fd, &client->welcome, sizeof(client->welcome),
-                     absl::Seconds(10), fds, kWelcomeFds);
+                     absl::Seconds(10), fds, kMaxWelcomeFds);
   EXPECT_TRUE(received.ok()) << received;
   EXPECT_EQ(client->welcome.error_code, 0) << client->welcome.message;
   if (!received.ok() || client->welcome.error_code != 0) return nullptr;
@@ -89,7 +91,9 @@ std::unique_ptr<RawClient> AttachRaw(const std::string& socket) {
   if (!segment.ok() || !doorbells.ok()) return nullptr;
   client->segment = *std::move(segment);
   client->doorbells = *std::move(doorbells);
-  client->ring_fd = fds[2];
+  client->ring_fds.assign(
+      fds + kWelcomeSharedFds,
+      fds + WelcomeFdCount(client->welcome.device_count));
   return client;
 }
 

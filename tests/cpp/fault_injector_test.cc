@@ -82,7 +82,7 @@ class FaultInjectorTest : public ::testing::Test {
         session.stream_slot(slot), session.ring_buffer(slot),
         session.limits().ring_bytes,
         session.devices().doorbell(session.stream_slot(slot)->device),
-        session.ring_fd());
+        session.ring_fd(session.stream_slot(slot)->device));
   }
 
   proto::Command Mul(uint64_t address, int device = 0) const {
@@ -546,12 +546,12 @@ TEST(FaultInjectorExecutorTest,
   const uint64_t other_output = *session->Allocate(0, kElements * 4);
   StreamDriver hung(session->stream_slot(0), session->ring_buffer(0),
                     session->limits().ring_bytes, devices->doorbell(0),
-                    session->ring_fd());
+                    session->ring_fd(0));
   const uint64_t hung_sequence = hung.Submit(MulInto(hung_output));
   const uint32_t slot = *session->CreateStream(0, 0);
   StreamDriver other(session->stream_slot(slot), session->ring_buffer(slot),
                      session->limits().ring_bytes, devices->doorbell(0),
-                     session->ring_fd());
+                     session->ring_fd(0));
   // The hang fires first (the only executor takes it), then the other
   // stream's kernel needs a thread.
   absl::SleepFor(absl::Milliseconds(50));

@@ -101,7 +101,7 @@ class GraphReplayTest : public ::testing::Test {
                         session_->ring_buffer(slot),
                         session_->limits().ring_bytes,
                         devices_->doorbell(session_->stream_slot(slot)->device),
-                        session_->ring_fd());
+                        session_->ring_fd(session_->stream_slot(slot)->device));
   }
 
   static proto::Command Replay(uint64_t graph) {

@@ -79,7 +79,7 @@ class HostRegionTest : public ::testing::Test {
     stream_ = std::make_unique<StreamDriver>(
         session_->stream_slot(0), session_->ring_buffer(0),
         session_->limits().ring_bytes, devices_->doorbell(0),
-        session_->ring_fd());
+        session_->ring_fd(0));
   }
 
   ~HostRegionTest() override {

@@ -160,7 +160,7 @@ class StreamExecutionTest : public ::testing::Test {
     StreamSlot* shared = session_->stream_slot(slot);
     return std::make_unique<StreamDriver>(
         shared, session_->ring_buffer(slot), session_->limits().ring_bytes,
-        devices_->doorbell(shared->device), session_->ring_fd());
+        devices_->doorbell(shared->device), session_->ring_fd(shared->device));
   }
 
   uint64_t Alloc(uint64_t bytes, int device = 0) {
@@ -881,7 +881,7 @@ class OneExecutorTest : public ::testing::Test {
     StreamSlot* shared = session_->stream_slot(slot);
     return std::make_unique<StreamDriver>(
         shared, session_->ring_buffer(slot), session_->limits().ring_bytes,
-        devices_->doorbell(shared->device), session_->ring_fd());
+        devices_->doorbell(shared->device), session_->ring_fd(shared->device));
   }
   uint64_t Alloc(uint64_t bytes) { return *session_->Allocate(0, bytes); }
   void Upload(StreamDriver& stream, uint64_t address,

@@ -305,7 +305,7 @@ void Settle(const Stream& stream, const Session& session) {
 void RingIfParked(const Stream& stream, const Session& session) {
   if (ClaimParked(&session.stream_slot(stream.slot)->parked)) {
     RingDoorbell(session.devices().doorbell(static_cast<int>(stream.slot)),
-                 session.ring_fd());
+                 session.ring_fd(static_cast<int>(stream.slot)));
   }
 }
 
