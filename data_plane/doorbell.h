@@ -68,9 +68,9 @@ struct DoorbellPage {
 inline constexpr uint64_t kDoorbellPageBytes = sizeof(DoorbellPage);
 
 // Bumps the device's hint word (for executors that are running) and
-// writes the session's ring fd for that device (for executors that wait): one parked stream
-// needs one executor. A full eventfd (after 2^64 - 2 rings nobody
-// collected) cannot lose the ring: it is already pending.
+// writes the session's ring fd for that device (for executors that wait):
+// one parked stream needs one executor. A full eventfd (after 2^64 - 2
+// rings nobody collected) cannot lose the ring: it is already pending.
 inline void RingDoorbell(Doorbell* doorbell, int ring_fd) {
   doorbell->word.fetch_add(1, std::memory_order_seq_cst);
   const uint64_t one = 1;

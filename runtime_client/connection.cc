@@ -201,10 +201,10 @@ absl::Status Attach(const std::string& socket_path, Connection* connection,
     return StatusFromProto(refusal);
   }
   if (welcome.device_count < 1 || welcome.device_count > kMaxDevices) {
-    return MakeError(Error::kInternal,
-                     absl::StrCat("openreg: the daemon announced ",
-                                  welcome.device_count, " devices (1 to ",
-                                  kMaxDevices, " expected)"));
+    return MakeError(
+        Error::kInternal,
+        absl::StrCat("openreg: the daemon announced ", welcome.device_count,
+                     " devices (1 to ", kMaxDevices, " expected)"));
   }
   const size_t expected_fds = WelcomeFdCount(welcome.device_count);
   for (size_t i = 0; i < kMaxWelcomeFds; ++i) {

@@ -222,8 +222,7 @@ absl::StatusOr<uint64_t> Session::SubmitLocked(StreamContext& stream,
   if (ClaimParked(&stream.shared->parked)) {
     RingDoorbell(
         &DeviceDoorbell(stream),
-        connection_
-            .ring_fds[stream.device.load(std::memory_order_relaxed)]
+        connection_.ring_fds[stream.device.load(std::memory_order_relaxed)]
             .get());
   }
   return sequence;

@@ -21,8 +21,8 @@ absl::StatusOr<uint64_t> RaiseFdLimitToHard() {
   limit.rlim_cur = limit.rlim_max;
   if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
     return absl::PermissionDeniedError(
-        absl::StrCat("setrlimit(RLIMIT_NOFILE) to ", limit.rlim_max,
-                     ": ", std::strerror(errno), "; staying at ", soft));
+        absl::StrCat("setrlimit(RLIMIT_NOFILE) to ", limit.rlim_max, ": ",
+                     std::strerror(errno), "; staying at ", soft));
   }
   return limit.rlim_cur;
 }

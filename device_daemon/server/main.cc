@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
     openreg::daemon::Log(openreg::daemon::LogLevel::kDebug,
                          "open-file limit: ", *fd_limit);
   } else {
-    openreg::daemon::Log(openreg::daemon::LogLevel::kWarning,
-                         "cannot raise the open-file limit: ",
-                         fd_limit.status().message());
+    openreg::daemon::Log(
+        openreg::daemon::LogLevel::kWarning,
+        "cannot raise the open-file limit: ", fd_limit.status().message());
   }
   openreg::daemon::RegisterAcceleratorSemantics();
   // Before any socket exists: a client never sees a daemon that lacks the

@@ -62,7 +62,8 @@ class CollectiveEngineTest : public ::testing::Test {
       StreamSlot* slot = rank.session->stream_slot(0);
       rank.stream = std::make_unique<StreamDriver>(
           slot, rank.session->ring_buffer(0), rank.session->limits().ring_bytes,
-          devices_->doorbell(slot->device), rank.session->ring_fd(slot->device));
+          devices_->doorbell(slot->device),
+          rank.session->ring_fd(slot->device));
       absl::StatusOr<uint64_t> handle = communicators_.Join(
           "job-1", n, r, rank.session->id(), rank.session->pid(), timeout);
       ASSERT_TRUE(handle.ok()) << handle.status();
@@ -661,8 +662,7 @@ TEST_F(CollectiveEngineTest, ACollectiveAFaultFailedTaintsItsStreamToo) {
   const absl::Status inherited =
       ranks_[1].session->taints().Check(0, errors[1]->sequence);
   EXPECT_FALSE(inherited.ok());
-  EXPECT_NE(inherited.message().find("dropped this session"),
-            std::string::npos)
+  EXPECT_NE(inherited.message().find("dropped this session"), std::string::npos)
       << inherited;
   executor_->SetFaultHook(nullptr);
 }

@@ -159,9 +159,10 @@ TEST(ExecutorTeardownTest, SessionsCloseWhileTheirCommandsRun) {
       for (uint32_t slot : slots) {
         submitters.emplace_back([session, slot, &devices] {
           StreamSlot* shared = session->stream_slot(slot);
-          StreamDriver stream(
-              shared, session->ring_buffer(slot), session->limits().ring_bytes,
-              devices->doorbell(shared->device), session->ring_fd(shared->device));
+          StreamDriver stream(shared, session->ring_buffer(slot),
+                              session->limits().ring_bytes,
+                              devices->doorbell(shared->device),
+                              session->ring_fd(shared->device));
           for (int i = 0; i < 50; ++i) {
             stream.Submit(Launch("fake::op"));
             // Waits on another stream's work, some never submitted: Close

@@ -34,7 +34,7 @@ struct Client {
   int fd = -1;
   AttachWelcome welcome{};
   SharedMemory segment;
-  SharedMemory doorbells;  // the daemon's doorbell page
+  SharedMemory doorbells;     // the daemon's doorbell page
   std::vector<int> ring_fds;  // the session's ring fd of each device
   proto::SessionRef ref;
 

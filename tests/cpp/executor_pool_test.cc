@@ -91,9 +91,8 @@ std::unique_ptr<RawClient> AttachRaw(const std::string& socket) {
   if (!segment.ok() || !doorbells.ok()) return nullptr;
   client->segment = *std::move(segment);
   client->doorbells = *std::move(doorbells);
-  client->ring_fds.assign(
-      fds + kWelcomeSharedFds,
-      fds + WelcomeFdCount(client->welcome.device_count));
+  client->ring_fds.assign(fds + kWelcomeSharedFds,
+                          fds + WelcomeFdCount(client->welcome.device_count));
   return client;
 }
 
