@@ -2,7 +2,10 @@
 same run: a chain of 100 small elementwise ops replayed against CPU eager
 and openreg eager; greedy decoding of a tiny GPT-like model (16 tokens,
 the decode step replayed) and a small MLP's training step (forward,
-backward, capturable Adam) replayed, against CPU eager; what a capture
+backward, capturable Adam) replayed, against CPU eager; the model
+section's transformer and CNN steps replayed, against CPU eager and
+openreg eager (how fast the daemon's kernels run the step when the
+client does not feed it op by op); what a capture
 costs per recorded command; and the daemon's CPU per recorded command on
 replay against its CPU per command in eager mode. The issue's bars: the
 chain >= 5x the throughput of CPU eager and of openreg eager (time ratio
@@ -12,7 +15,7 @@ import ctypes
 import statistics
 import time
 
-from sections_models import _daemon_pid, _process_cpu
+from sections_models import _daemon_pid, _process_cpu, _workloads
 
 ROUNDS = 5
 CHAIN = 100
@@ -271,4 +274,51 @@ def graph_training_step(torch, scale):
              replay)]
 
 
-SECTIONS = [graph_chain, graph_costs, graph_decode, graph_training_step]
+def graph_model_steps(torch, scale):
+    """The model section's transformer and CNN training steps replayed,
+    against CPU eager and against the same step on openreg in eager mode:
+    the daemon's kernels with no client competing for the cores (replay)
+    against the same kernels fed op by op (docs/ARCHITECTURE.md, "The cost
+    of one op")."""
+    # Capturable AdamW on openreg (the step count stays on the device);
+    # CPU eager's AdamW cannot be capturable, and computes the same.
+    optimizers = {
+        "transformer": lambda params, device: torch.optim.AdamW(
+            params, lr=1e-3, capturable=device != "cpu"),
+        "CNN": lambda params, device: torch.optim.SGD(params, lr=0.01,
+                                                      momentum=0.9),
+    }
+    repeats = max(5, int(20 * scale))
+    sync = torch.openreg.synchronize
+    rows = []
+    for name, build, _, inputs, targets, loss_fn in _workloads(torch):
+        make_optimizer = optimizers[name.split()[0]]
+        steps = {}
+        for device in ("cpu", "openreg"):
+            torch.manual_seed(0)
+            model = build(torch).to(device)
+            optimizer = make_optimizer(model.parameters(), device)
+            x, y = inputs.to(device), targets.to(device)
+
+            def step(model=model, optimizer=optimizer, x=x, y=y):
+                optimizer.zero_grad(set_to_none=False)
+                loss_fn(model(x), y).backward()
+                optimizer.step()
+
+            steps[device] = step
+        _warm_up(torch, steps["openreg"])
+        graph = _capture(torch, steps["openreg"])
+        cpu, eager, replay = _alternate(
+            ROUNDS, lambda: _time(steps["cpu"], repeats),
+            lambda: _time(steps["openreg"], repeats, sync),
+            lambda: _time(graph.replay, repeats, sync))
+        short = name.split(" (")[0]
+        print(f"graph: {short}: CPU eager {cpu * 1e3:.2f} ms, openreg eager "
+              f"{eager * 1e3:.2f} ms ({eager / cpu:.2f}x), replayed "
+              f"{replay * 1e3:.2f} ms ({replay / cpu:.2f}x)")
+        rows.append((f"graph: {short} replay", "CPU eager", cpu, replay))
+    return rows
+
+
+SECTIONS = [graph_chain, graph_costs, graph_decode, graph_training_step,
+            graph_model_steps]
