@@ -368,9 +368,10 @@ def test_a_straggler_is_stretched_by_its_factor():
     since = len(faults.log())
     faults.arm(faults.slow(factor=40), op="aten::mm", times=0)
     slowed = min(timed() for _ in range(3))
-    # Each mm now sleeps 39 times its own run time after running: at
-    # least a few milliseconds for a 768x768 mm even on a fast machine.
-    assert slowed > normal + 0.1
+    # Each mm now sleeps 39 times its own run time after running. The
+    # bound is relative, a quarter of the factor, so that a loaded machine
+    # (CI runs tests side by side) that slows both phases does not fail it.
+    assert slowed > 10 * normal
     assert len(faults.log(since)) == 3
 
 
