@@ -1,5 +1,6 @@
 #include "data_plane/command_ring.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -67,13 +68,27 @@ absl::Status RingWriter::Write(const void* payload, uint64_t size,
   // Only a full ring reads the clock: the common path is one TryWrite.
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    const uint64_t head = control_->head.Load();
     const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return status;
-    control_->head.WaitForChange(head, std::min(left, absl::Milliseconds(50)));
-    status = TryWrite(payload, size);
-    if (!absl::IsResourceExhausted(status)) return status;
+    // At the deadline, whatever room there is will do.
+    if (left <= absl::ZeroDuration()) return TryWrite(payload, size);
+    const bool refilled = control_->head.WaitForAtLeast(
+        RefillHead(control_->tail.Load(), size),
+        std::min(left, absl::Milliseconds(50)));
+    if (refilled) {
+      status = TryWrite(payload, size);
+      if (!absl::IsResourceExhausted(status)) return status;
+    }
   }
+}
+
+uint64_t RingWriter::RefillHead(uint64_t tail, uint64_t size) const {
+  // The worst case of TryWrite's room: padding up to the end plus the record.
+  const uint64_t worst = std::min(capacity_, 2 * RecordBytes(size));
+  const uint64_t room = std::max(worst, capacity_ / kRefillFraction);
+  // A full ring has tail > capacity - worst: the target is a position the
+  // head reaches once it consumed what is queued.
+  if (tail + room <= capacity_) return 0;
+  return tail + room - capacity_;
 }
 
 RingReader::RingReader(RingControl* control, const char* buffer,

@@ -2,6 +2,8 @@
 // reader facing a producer that broke the ring's invariants.
 #include "data_plane/command_ring.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -100,20 +102,51 @@ TEST_F(CommandRingTest, WriterKeepsCountingRoomAfterTheRingRestartsAtZero) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(Read(), payload) << i;
 }
 
-TEST_F(CommandRingTest, WriteWaitsForTheReader) {
+TEST_F(CommandRingTest, AFullRingsWriterGoesOnOnceAQuarterIsFree) {
+  // Records of 128 bytes: the ring holds 8, and a quarter is 2 of them.
   const std::string payload(120, 'w');
   while (writer_.TryWrite(payload.data(), payload.size()).ok()) {
   }
-  std::thread consumer([this] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::string out;
-    EXPECT_TRUE(reader_.TryRead(&out).ok());
+  std::atomic<bool> written{false};
+  std::thread producer([&] {
+    EXPECT_TRUE(
+        writer_.Write(payload.data(), payload.size(), absl::Seconds(5)).ok());
+    written.store(true);
   });
+  // The writer found the ring full and sleeps for room.
+  while (control_->head.sleepers.load() == 0) std::this_thread::yield();
+  std::string out;
+  EXPECT_TRUE(reader_.TryRead(&out).ok());
+  // One record of room is not enough: the writer would be woken (and the
+  // reader pay a futex wake) once per record.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(written.load());
+  EXPECT_TRUE(reader_.TryRead(&out).ok());
+  producer.join();
+  EXPECT_TRUE(written.load());
+  // The second record's room is still free; then the ring is full again.
   EXPECT_TRUE(
-      writer_.Write(payload.data(), payload.size(), absl::Seconds(5)).ok());
-  consumer.join();
+      writer_.Write(payload.data(), payload.size(), absl::Milliseconds(20))
+          .ok());
   EXPECT_TRUE(absl::IsResourceExhausted(
       writer_.Write(payload.data(), payload.size(), absl::Milliseconds(20))));
+}
+
+TEST_F(CommandRingTest, ARecordLargerThanAQuarterWaitsForItsOwnRoom) {
+  const std::string small(120, 's');
+  while (writer_.TryWrite(small.data(), small.size()).ok()) {
+  }
+  const std::string large(writer_.MaxPayload(), 'l');  // half the ring
+  std::thread consumer([this] {
+    std::string out;
+    for (int i = 0; i < 8; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      EXPECT_TRUE(reader_.TryRead(&out).ok());
+    }
+  });
+  EXPECT_TRUE(writer_.Write(large.data(), large.size(), absl::Seconds(5)).ok());
+  consumer.join();
+  EXPECT_EQ(Read(), large);
 }
 
 TEST_F(CommandRingTest, RejectsOversizedPayloads) {
