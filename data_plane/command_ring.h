@@ -57,9 +57,8 @@ class RingWriter {
   // has freed 1/kRefillFraction of the ring (or the record's room, if
   // larger), not until the next record is read. Waking at every record
   // cost the daemon a futex wake per command and put the woken client on a
-  // core next to the kernels (the transformer step's read stage: 7 us per
-  // command with a full ring, against 3 us without; docs/ARCHITECTURE.md,
-  // "The cost of one op").
+  // core next to the kernels (docs/ARCHITECTURE.md, "The cost of one op",
+  // has the figures).
   absl::Status Write(const void* payload, uint64_t size,
                      absl::Duration timeout);
   static constexpr uint64_t kRefillFraction = 4;
