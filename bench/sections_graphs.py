@@ -7,7 +7,9 @@ section's transformer and CNN steps replayed, against CPU eager and
 openreg eager (how fast the daemon's kernels run the step when the
 client does not feed it op by op); what a capture
 costs per recorded command; and the daemon's CPU per recorded command on
-replay against its CPU per command in eager mode. The issue's bars: the
+replay against its CPU per command in eager mode; and, for the model
+steps, the daemon's kernel time per step eager against replayed, by op,
+beside CPU eager's time in the same ops. The issue's bars: the
 chain >= 5x the throughput of CPU eager and of openreg eager (time ratio
 <= 0.2x), decoding <= 1x, the training step <= 0.5x."""
 
@@ -317,7 +319,47 @@ def graph_model_steps(torch, scale):
               f"{eager * 1e3:.2f} ms ({eager / cpu:.2f}x), replayed "
               f"{replay * 1e3:.2f} ms ({replay / cpu:.2f}x)")
         rows.append((f"graph: {short} replay", "CPU eager", cpu, replay))
+        _print_kernels_by_op(torch, short, steps, graph, repeats)
     return rows
+
+
+def _print_kernels_by_op(torch, name, steps, graph, repeats, shown=4):
+    """The daemon's kernel time per step, eager against replayed (the same
+    commands with the client idle: what the kernels lose to the client's
+    dispatch on the same cores), and the ops that take most of it, with
+    CPU eager's time in the same ops (torch.profiler, inclusive)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def kernels(fn):
+        with torch.openreg.command_costs() as costs:
+            for _ in range(repeats):
+                fn()
+            torch.openreg.synchronize()
+        return {entry["op"]: entry["kernel_ns"] / repeats / 1e6
+                for entry in costs.ops}
+
+    eager = kernels(steps["openreg"])
+    replayed = kernels(graph.replay)
+    with profile(activities=[ProfilerActivity.CPU]) as profiled:
+        for _ in range(repeats):
+            steps["cpu"]()
+    cpu = {event.key: event.cpu_time_total / repeats / 1e3
+           for event in profiled.key_averages()}
+
+    def ms(value):
+        # Absent: a capture loops foreach ops per tensor, and CPU eager's
+        # optimizers run their for-loop form.
+        return "-" if value is None else f"{value:.2f}"
+
+    top = sorted(eager, key=eager.get, reverse=True)[:shown]
+    by_op = ", ".join(
+        f"{op.split('.')[0].removeprefix('aten::')} {ms(eager[op])} / "
+        f"{ms(replayed.get('graph_replay > ' + op))} / "
+        f"{ms(cpu.get(op.split('.')[0]))}" for op in top)
+    print(f"graph: {name}: daemon kernel time per step, eager "
+          f"{sum(eager.values()):.2f} ms, replayed "
+          f"{ms(replayed.get('graph_replay'))} ms; by op, eager / "
+          f"replayed / CPU eager (ms): {by_op}")
 
 
 SECTIONS = [graph_chain, graph_costs, graph_decode, graph_training_step,
