@@ -23,7 +23,16 @@ void SetOpenMpWait(OpenMpWait wait, char** argv) {
   const char* spin_count = std::getenv("GOMP_SPINCOUNT");
   const std::string short_spin = std::to_string(kShortSpinCount);
   bool changed = false;
-  if (wait == OpenMpWait::kSleep) {
+  if (wait == OpenMpWait::kBoundedSpin) {
+    // Whoever set either chose how the workers wait (and the re-executed
+    // daemon finds its own count here).
+    if (spin_count != nullptr || std::getenv("OMP_WAIT_POLICY") != nullptr) {
+      return;
+    }
+    changed = setenv("GOMP_SPINCOUNT",
+                     std::to_string(kBoundedSpinCount).c_str(),
+                     /*overwrite=*/1) == 0;
+  } else if (wait == OpenMpWait::kSleep) {
     if (PolicyIsPassive() && spin_count == nullptr) return;
     changed = setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1) == 0 &&
               unsetenv("GOMP_SPINCOUNT") == 0;

@@ -28,16 +28,19 @@ ABSL_FLAG(std::string, socket, "",
 ABSL_FLAG(int64_t, idle_exit_seconds, 0,
           "Exit after this many seconds without an attached client; 0 "
           "keeps the daemon running.");
-ABSL_FLAG(std::string, openmp_wait, "spin",
+ABSL_FLAG(std::string, openmp_wait, "bounded",
           "How the daemon's OpenMP workers wait between the parallel "
-          "regions of its kernels: spin (libgomp's default: milliseconds of "
-          "spinning after each region, which keeps a kernel's many regions "
-          "fast but takes a core from clients on a small machine), short "
-          "(a spin of tens of microseconds, then sleep: the "
-          "first multi-threaded kernel after an idle gap is milliseconds "
-          "faster and the daemon spends less CPU) or sleep "
-          "(OMP_WAIT_POLICY=PASSIVE: every region wakes its workers; "
-          "docs/ARCHITECTURE.md, \"The cost of one op\", has the trade-off).");
+          "regions of its kernels: bounded (GOMP_SPINCOUNT=60000, a fifth "
+          "of libgomp's spin, then sleep; unless the environment sets "
+          "GOMP_SPINCOUNT or OMP_WAIT_POLICY, which then decide), spin "
+          "(libgomp's default: milliseconds of spinning after each region, "
+          "which keeps a kernel's many regions fast but takes a core from "
+          "clients on a small machine), short (a spin of tens of "
+          "microseconds, then sleep: the first multi-threaded kernel after "
+          "an idle gap is milliseconds faster and the daemon spends less "
+          "CPU) or sleep (OMP_WAIT_POLICY=PASSIVE: every region wakes its "
+          "workers; docs/ARCHITECTURE.md, \"The cost of one op\", has the "
+          "trade-off).");
 ABSL_FLAG(bool, openmp_hold_cpu, false,
           "Hold an executor that runs multi-threaded kernels on its CPU, "
           "and its OpenMP workers off that CPU, until it idles 100 ms: the "
@@ -187,7 +190,9 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
   }
   config.options.idle_exit = absl::Seconds(idle_seconds);
   const std::string openmp_wait = absl::GetFlag(FLAGS_openmp_wait);
-  if (openmp_wait == "spin") {
+  if (openmp_wait == "bounded") {
+    config.openmp_wait = OpenMpWait::kBoundedSpin;
+  } else if (openmp_wait == "spin") {
     config.openmp_wait = OpenMpWait::kSpin;
   } else if (openmp_wait == "short") {
     config.openmp_wait = OpenMpWait::kShortSpin;
@@ -195,7 +200,8 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
     config.openmp_wait = OpenMpWait::kSleep;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--openmp_wait must be spin, short or sleep, got '", openmp_wait, "'"));
+        "--openmp_wait must be bounded, spin, short or sleep, got '",
+        openmp_wait, "'"));
   }
   config.openmp_hold_cpu = absl::GetFlag(FLAGS_openmp_hold_cpu);
   config.share_cores = absl::GetFlag(FLAGS_share_cores);

@@ -44,7 +44,7 @@ struct DaemonConfig {
   // Most host memory one kernel may hold in the daemon (AtenOpRunner).
   uint64_t kernel_workspace_limit = 0;
   // --openmp_wait (base/openmp_wait_policy.h).
-  OpenMpWait openmp_wait = OpenMpWait::kSpin;
+  OpenMpWait openmp_wait = OpenMpWait::kBoundedSpin;
   // --openmp_hold_cpu (base/openmp_worker_placement.h).
   bool openmp_hold_cpu = false;
   // --share_cores (kernels/core_sharing.h).

@@ -26,9 +26,11 @@ struct Process {
   std::string stderr_path;
 };
 
-// Starts the daemon with `flags`; its stderr goes to a file.
+// Starts the daemon with `flags` and this process's environment plus
+// `environment` ("NAME=value" each); its stderr goes to a file.
 Process Spawn(const std::vector<std::string>& flags,
-              const std::string& stderr_path) {
+              const std::string& stderr_path,
+              const std::vector<std::string>& environment = {}) {
   Process process;
   process.stderr_path = stderr_path;
   process.pid = fork();
@@ -36,6 +38,9 @@ Process Spawn(const std::vector<std::string>& flags,
     const int fd =
         open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     dup2(fd, 2);
+    for (const std::string& variable : environment) {
+      putenv(const_cast<char*>(variable.c_str()));
+    }
     std::vector<char*> argv;
     argv.push_back(const_cast<char*>(kBinary));
     for (const std::string& flag : flags) {
@@ -71,7 +76,6 @@ int WaitForExit(pid_t pid, absl::Duration timeout) {
   return -1;
 }
 
-// Polls until the file at `path` contains `text`.
 // A process's environment, each variable on a line of its own, "\n"
 // first: "\nNAME=value\n" finds a variable exactly.
 std::string EnvironmentOf(pid_t pid) {
@@ -80,6 +84,7 @@ std::string EnvironmentOf(pid_t pid) {
   return "\n" + environment;
 }
 
+// Polls until the file at `path` contains `text`.
 bool WaitForText(const std::string& path, const std::string& text,
                  absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
@@ -220,6 +225,33 @@ TEST_F(DaemonBinaryTest, ShortSpinningOpenMpWorkersKeepThePid) {
   EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(daemon.pid, "\n"));
   const std::string environment = EnvironmentOf(daemon.pid);
   EXPECT_NE(environment.find("\nGOMP_SPINCOUNT=3000\n"), std::string::npos);
+  EXPECT_EQ(environment.find("\nOMP_WAIT_POLICY="), std::string::npos);
+  ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
+      << ReadFile(daemon.stderr_path);
+}
+
+TEST_F(DaemonBinaryTest, OpenMpWorkersSpinBoundedByDefault) {
+  Process daemon = Spawn({"--socket=" + socket_}, directory_ + "/bounded.err");
+  ASSERT_TRUE(WaitForFile(socket_, absl::Seconds(20)))
+      << ReadFile(daemon.stderr_path);
+  EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(daemon.pid, "\n"));
+  const std::string environment = EnvironmentOf(daemon.pid);
+  // The count the flag's help names (a black-box check of the binary).
+  EXPECT_NE(environment.find("\nGOMP_SPINCOUNT=60000\n"), std::string::npos);
+  EXPECT_EQ(environment.find("\nOMP_WAIT_POLICY="), std::string::npos);
+  ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
+      << ReadFile(daemon.stderr_path);
+}
+
+TEST_F(DaemonBinaryTest, AnEnvironmentsOwnOpenMpWaitOutranksTheDefault) {
+  Process daemon = Spawn({"--socket=" + socket_}, directory_ + "/own.err",
+                         {"GOMP_SPINCOUNT=1234"});
+  ASSERT_TRUE(WaitForFile(socket_, absl::Seconds(20)))
+      << ReadFile(daemon.stderr_path);
+  const std::string environment = EnvironmentOf(daemon.pid);
+  EXPECT_NE(environment.find("\nGOMP_SPINCOUNT=1234\n"), std::string::npos);
   EXPECT_EQ(environment.find("\nOMP_WAIT_POLICY="), std::string::npos);
   ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
   EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
