@@ -124,6 +124,28 @@ class DaemonBinaryTest : public ::testing::Test {
     rmdir(directory_.c_str());
   }
 
+  // Starts the daemon with `flags` (and --socket) and `environment`,
+  // checks that it serves as the process it was started as (re-executing
+  // itself for its OpenMP wait keeps the pid), stops it, and returns the
+  // environment it served with ("" after a failure).
+  std::string EnvironmentOfAServingDaemon(
+      std::vector<std::string> flags,
+      const std::vector<std::string>& environment = {}) {
+    flags.push_back("--socket=" + socket_);
+    Process daemon = Spawn(flags, directory_ + "/first.err", environment);
+    std::string served;
+    if (WaitForFile(socket_, absl::Seconds(20))) {
+      EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(daemon.pid, "\n"));
+      served = EnvironmentOf(daemon.pid);
+    } else {
+      ADD_FAILURE() << "no socket: " << ReadFile(daemon.stderr_path);
+    }
+    EXPECT_EQ(kill(daemon.pid, SIGTERM), 0);
+    EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
+        << ReadFile(daemon.stderr_path);
+    return served;
+  }
+
   std::string directory_;
   std::string socket_;
 };
@@ -218,44 +240,24 @@ TEST_F(DaemonBinaryTest, SleepingOpenMpWorkersKeepThePidAndTheFlags) {
 }
 
 TEST_F(DaemonBinaryTest, ShortSpinningOpenMpWorkersKeepThePid) {
-  Process daemon = Spawn({"--socket=" + socket_, "--openmp_wait=short"},
-                         directory_ + "/short.err");
-  ASSERT_TRUE(WaitForFile(socket_, absl::Seconds(20)))
-      << ReadFile(daemon.stderr_path);
-  EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(daemon.pid, "\n"));
-  const std::string environment = EnvironmentOf(daemon.pid);
+  const std::string environment =
+      EnvironmentOfAServingDaemon({"--openmp_wait=short"});
   EXPECT_NE(environment.find("\nGOMP_SPINCOUNT=3000\n"), std::string::npos);
   EXPECT_EQ(environment.find("\nOMP_WAIT_POLICY="), std::string::npos);
-  ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
-      << ReadFile(daemon.stderr_path);
 }
 
 TEST_F(DaemonBinaryTest, OpenMpWorkersSpinBoundedByDefault) {
-  Process daemon = Spawn({"--socket=" + socket_}, directory_ + "/bounded.err");
-  ASSERT_TRUE(WaitForFile(socket_, absl::Seconds(20)))
-      << ReadFile(daemon.stderr_path);
-  EXPECT_EQ(ReadFile(socket_ + ".lock"), absl::StrCat(daemon.pid, "\n"));
-  const std::string environment = EnvironmentOf(daemon.pid);
+  const std::string environment = EnvironmentOfAServingDaemon({});
   // The count the flag's help names (a black-box check of the binary).
   EXPECT_NE(environment.find("\nGOMP_SPINCOUNT=60000\n"), std::string::npos);
   EXPECT_EQ(environment.find("\nOMP_WAIT_POLICY="), std::string::npos);
-  ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
-      << ReadFile(daemon.stderr_path);
 }
 
 TEST_F(DaemonBinaryTest, AnEnvironmentsOwnOpenMpWaitOutranksTheDefault) {
-  Process daemon = Spawn({"--socket=" + socket_}, directory_ + "/own.err",
-                         {"GOMP_SPINCOUNT=1234"});
-  ASSERT_TRUE(WaitForFile(socket_, absl::Seconds(20)))
-      << ReadFile(daemon.stderr_path);
-  const std::string environment = EnvironmentOf(daemon.pid);
+  const std::string environment =
+      EnvironmentOfAServingDaemon({}, {"GOMP_SPINCOUNT=1234"});
   EXPECT_NE(environment.find("\nGOMP_SPINCOUNT=1234\n"), std::string::npos);
   EXPECT_EQ(environment.find("\nOMP_WAIT_POLICY="), std::string::npos);
-  ASSERT_EQ(kill(daemon.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitForExit(daemon.pid, absl::Seconds(20)), 0)
-      << ReadFile(daemon.stderr_path);
 }
 
 TEST_F(DaemonBinaryTest, ExitsWhenIdle) {
