@@ -19,6 +19,14 @@ issue's many-client probe: aggregate iterations/s at each N, each N
 against the best smaller N, printed as iterations/s (its bars: 64 clients
 >= 0.8x the best smaller N, the best N >= 24k iterations/s).
 
+What the host itself loses at 64 is printed beside it: N processes each
+looping on 4 adds on CPU and a 1-byte round trip over a socket pair to one
+server process (epoll), the same shape (a process that blocks once per
+iteration until another process answers) without openreg. On this
+project's 2-vCPU guests a switch between processes is expensive and the
+reference loses a quarter of its best smaller count at 64
+(docs/ARCHITECTURE.md, "Many clients in iterations").
+
 Also the single client's per-op time against CPU eager, pipelined and as
 one synchronized call (latency).
 
@@ -28,6 +36,7 @@ warms up, then runs the measured rounds in step with the others.
 """
 
 import os
+import select
 import time
 
 import multiprocessing as mp
@@ -63,6 +72,45 @@ def _client(device, attach, start, results, rounds, seconds, ops_per_sync):
         results.put((began, batch_ends))
 
 
+def _round_trip_client(channel, attach, start, results, rounds, seconds):
+    """The host reference's client: ITERATION_ADDS adds on CPU, then a
+    1-byte round trip to the server, as an openreg client synchronizes."""
+    import torch
+
+    torch.set_num_threads(1)
+    fd = channel.fileno()
+    with attach:
+        x = torch.randn(1024)
+        torch.add(x, x)
+    for _ in range(rounds):
+        start.wait()
+        began = time.perf_counter()
+        deadline = began + seconds
+        batch_ends = []
+        while not batch_ends or batch_ends[-1] < deadline:
+            for _ in range(ITERATION_ADDS):
+                torch.add(x, x)
+            os.write(fd, b"?")
+            os.read(fd, 1)
+            batch_ends.append(time.perf_counter())
+        results.put((began, batch_ends))
+
+
+def _round_trip_server(channels, stop):
+    """Answers each client's byte at once, one thread for all (epoll), until
+    `stop` is readable."""
+    poller = select.epoll()
+    for channel in channels + [stop]:
+        poller.register(channel.fileno(), select.EPOLLIN)
+    stop_fd = stop.fileno()
+    while True:
+        for fd, _ in poller.poll():
+            if fd == stop_fd:
+                return
+            if os.read(fd, 1):
+                os.write(fd, b"!")
+
+
 def _daemon_pid():
     socket = os.environ.get("OPENREG_DAEMON_SOCKET", "")
     try:
@@ -84,13 +132,46 @@ def _aggregate(context, device, clients, rounds, seconds, pid,
     """Best aggregate synchronized batches of `ops_per_sync` adds per second
     over `rounds`, and the most daemon threads seen while the clients
     ran."""
+    return _measure(context, clients, rounds, seconds, pid,
+                    lambda attach, start, results: (
+                        _client, (device, attach, start, results, rounds,
+                                  seconds, ops_per_sync)))
+
+
+def _round_trips(context, clients, rounds, seconds):
+    """The host reference: best aggregate iterations/s of `clients`
+    _round_trip_client processes answered by one server process."""
+    pairs = [context.Pipe() for _ in range(clients)]
+    stop_reader, stop_writer = context.Pipe(duplex=False)
+    server = context.Process(target=_round_trip_server,
+                             args=([ours for ours, _ in pairs], stop_reader))
+    server.start()
+    channels = iter([theirs for _, theirs in pairs])
+    try:
+        best, _ = _measure(context, clients, rounds, seconds, None,
+                           lambda attach, start, results: (
+                               _round_trip_client,
+                               (next(channels), attach, start, results,
+                                rounds, seconds)))
+    finally:
+        stop_writer.send_bytes(b"stop")
+        server.join(60)
+        if server.is_alive():
+            server.kill()
+    return best
+
+
+def _measure(context, clients, rounds, seconds, pid, client_of):
+    """Starts `clients` processes (client_of(attach, start, results) gives
+    each one's target and args), runs `rounds` in step and returns the best
+    steady-state aggregate rate and the most daemon threads seen."""
     attach = context.Lock()
     start = context.Barrier(clients + 1)
     results = context.Queue()
-    processes = [context.Process(target=_client,
-                                 args=(device, attach, start, results,
-                                       rounds, seconds, ops_per_sync))
-                 for _ in range(clients)]
+    processes = []
+    for _ in range(clients):
+        target, args = client_of(attach, start, results)
+        processes.append(context.Process(target=target, args=args))
     for process in processes:
         process.start()
     best, most_threads = 0.0, 0
@@ -178,7 +259,27 @@ def _iterations(context, rounds, seconds, pid):
         best_smaller = max(best_smaller, per_second)
     print(f"iterations ({ITERATION_ADDS} adds + synchronize) per second, "
           f"all clients together, by client count: {', '.join(reached)}")
+    rows += _host_reference(context, rounds, seconds)
     return rows
+
+
+def _host_reference(context, rounds, seconds):
+    """The same loop without openreg: CPU adds and a round trip to a server
+    process; what switching between 64 processes costs this host."""
+    best_smaller, reached = 0.0, []
+    for clients in CLIENT_COUNTS[:-1]:
+        per_second = _round_trips(context, clients, rounds, seconds)
+        best_smaller = max(best_smaller, per_second)
+        reached.append(f"{clients}: {per_second / 1e3:.1f}k")
+    clients = CLIENT_COUNTS[-1]
+    per_second = _round_trips(context, clients, rounds, seconds)
+    reached.append(f"{clients}: {per_second / 1e3:.1f}k")
+    print(f"host reference ({ITERATION_ADDS} CPU adds + a round trip to one "
+          f"server process) per second, by process count: "
+          f"{', '.join(reached)}; {clients} processes "
+          f"{per_second / best_smaller:.2f}x the best smaller count")
+    return [(f"host ref: round trip, {clients} processes", "best fewer",
+             1 / best_smaller, 1 / per_second)]
 
 
 SECTIONS = [concurrent_clients]
