@@ -34,6 +34,7 @@ Session::Session(Connection connection)
       event_slots_(view_.event(0)),
       liveness_(connection_.attach_socket.get(), connection_.socket_path),
       submitted_slots_((limits_.max_streams + 63) / 64),
+      active_slots_((limits_.max_streams + 63) / 64),
       staging_(view_.staging(), limits_.staging_bytes),
       events_(limits_.max_events) {
   streams_.reserve(limits_.max_streams);
@@ -84,18 +85,24 @@ absl::StatusOr<StreamContext*> Session::FindStream(StreamId stream) {
 
 void Session::ForEachActiveStream(
     int device, absl::FunctionRef<void(StreamContext&)> visit) {
-  for (const std::unique_ptr<StreamContext>& stream : streams_) {
-    if (stream->active.load(std::memory_order_acquire) &&
-        stream->device.load(std::memory_order_relaxed) == device) {
-      visit(*stream);
+  ForEachActiveStream([device, visit](StreamContext& stream) {
+    if (stream.device.load(std::memory_order_relaxed) == device) {
+      visit(stream);
     }
-  }
+  });
 }
 
 void Session::ForEachActiveStream(
     absl::FunctionRef<void(StreamContext&)> visit) {
-  for (const std::unique_ptr<StreamContext>& stream : streams_) {
-    if (stream->active.load(std::memory_order_acquire)) visit(*stream);
+  for (size_t word = 0; word < active_slots_.size(); ++word) {
+    uint64_t bits = active_slots_[word].load(std::memory_order_acquire);
+    while (bits != 0) {
+      const int bit = __builtin_ctzll(bits);
+      bits &= bits - 1;
+      // The bit is a hint; `active` decides (a slot may be going away).
+      StreamContext& stream = *streams_[word * 64 + bit];
+      if (stream.active.load(std::memory_order_acquire)) visit(stream);
+    }
   }
 }
 
@@ -121,11 +128,15 @@ void Session::ActivateStream(uint32_t slot, int device) {
                               std::memory_order_relaxed);
   stream.device.store(device, std::memory_order_relaxed);
   stream.active.store(true, std::memory_order_release);
+  active_slots_[slot / 64].fetch_or(uint64_t{1} << (slot % 64),
+                                    std::memory_order_release);
 }
 
 void Session::DeactivateStream(uint32_t slot) {
   absl::WriterMutexLock fences(&fence_mutex_);
   streams_[slot]->active.store(false, std::memory_order_release);
+  active_slots_[slot / 64].fetch_and(~(uint64_t{1} << (slot % 64)),
+                                     std::memory_order_release);
   // Its own waits on other streams are gone with it.
   for (const std::unique_ptr<StreamContext>& other : streams_) {
     other->waiters[slot].store(0, std::memory_order_relaxed);

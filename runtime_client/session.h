@@ -201,6 +201,11 @@ class Session {
   // A bit per stream slot, set by its first submit (never cleared: a slot
   // reused by another stream is at worst scanned for nothing).
   std::vector<std::atomic<uint64_t>> submitted_slots_;
+  // A bit per active stream slot, so that a device synchronize reads only
+  // its live streams' contexts, not every slot's (64 by default): each is
+  // a separate allocation, cold after a switch between processes
+  // (docs/ARCHITECTURE.md, "What the host itself loses at 64").
+  std::vector<std::atomic<uint64_t>> active_slots_;
   StagingPool staging_;
   EventTable events_;
   FreedAddresses freed_addresses_;
