@@ -22,10 +22,9 @@ against the best smaller N, printed as iterations/s (its bars: 64 clients
 What the host itself loses at 64 is printed beside it: N processes each
 looping on 4 adds on CPU and a 1-byte round trip over a socket pair to one
 server process (epoll), the same shape (a process that blocks once per
-iteration until another process answers) without openreg. On this
-project's 2-vCPU guests a switch between processes is expensive and the
-reference loses a quarter of its best smaller count at 64
-(docs/ARCHITECTURE.md, "Many clients in iterations").
+iteration until another process answers) without openreg: what the
+host's own switching between 64 processes costs (docs/ARCHITECTURE.md,
+"What the host itself loses at 64", has the figures).
 
 Also the single client's per-op time against CPU eager, pipelined and as
 one synchronized call (latency).
@@ -133,7 +132,7 @@ def _aggregate(context, device, clients, rounds, seconds, pid,
     over `rounds`, and the most daemon threads seen while the clients
     ran."""
     return _measure(context, clients, rounds, seconds, pid,
-                    lambda attach, start, results: (
+                    lambda index, attach, start, results: (
                         _client, (device, attach, start, results, rounds,
                                   seconds, ops_per_sync)))
 
@@ -146,12 +145,11 @@ def _round_trips(context, clients, rounds, seconds):
     server = context.Process(target=_round_trip_server,
                              args=([ours for ours, _ in pairs], stop_reader))
     server.start()
-    channels = iter([theirs for _, theirs in pairs])
     try:
         best, _ = _measure(context, clients, rounds, seconds, None,
-                           lambda attach, start, results: (
+                           lambda index, attach, start, results: (
                                _round_trip_client,
-                               (next(channels), attach, start, results,
+                               (pairs[index][1], attach, start, results,
                                 rounds, seconds)))
     finally:
         stop_writer.send_bytes(b"stop")
@@ -162,15 +160,16 @@ def _round_trips(context, clients, rounds, seconds):
 
 
 def _measure(context, clients, rounds, seconds, pid, client_of):
-    """Starts `clients` processes (client_of(attach, start, results) gives
-    each one's target and args), runs `rounds` in step and returns the best
-    steady-state aggregate rate and the most daemon threads seen."""
+    """Starts `clients` processes (client_of(index, attach, start, results)
+    gives the index-th one's target and args), runs `rounds` in step and
+    returns the best steady-state aggregate rate and the most daemon
+    threads seen."""
     attach = context.Lock()
     start = context.Barrier(clients + 1)
     results = context.Queue()
     processes = []
-    for _ in range(clients):
-        target, args = client_of(attach, start, results)
+    for index in range(clients):
+        target, args = client_of(index, attach, start, results)
         processes.append(context.Process(target=target, args=args))
     for process in processes:
         process.start()

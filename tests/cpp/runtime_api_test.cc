@@ -498,26 +498,29 @@ TEST_F(RuntimeApiTest, DeviceSynchronizeWaitsForAllStreams) {
 TEST_F(RuntimeApiTest, DeviceSynchronizeWaitsForAStreamInAReusedSlot) {
   // The session tracks live slots as bits: a destroyed slot's bit goes, and
   // the stream that reuses the slot must bring it back.
-  const size_t bytes = 32u << 20;
-  void* a = MallocOrDie(bytes);
-  void* b = MallocOrDie(bytes);
-  StreamId first = 0, second = 0;
-  ASSERT_EQ(StreamCreate(&first), Error::kSuccess);
-  ASSERT_EQ(StreamCreate(&second), Error::kSuccess);
-  ASSERT_EQ(StreamDestroy(first), Error::kSuccess) << GetLastErrorMessage();
+  StreamId destroyed = 0;
+  ASSERT_EQ(StreamCreate(&destroyed), Error::kSuccess);
+  ASSERT_EQ(StreamDestroy(destroyed), Error::kSuccess)
+      << GetLastErrorMessage();
   StreamId reused = 0;
   ASSERT_EQ(StreamCreate(&reused), Error::kSuccess);
-  ASSERT_EQ(reused, first);  // the slot came back
-  for (int i = 0; i < 20; ++i) {
-    ASSERT_EQ(MemcpyAsync(b, a, bytes, MemcpyKind::kDeviceToDevice, reused),
-              Error::kSuccess);
+  ASSERT_EQ(reused, destroyed);  // the slot came back
+  // Long enough that a synchronize which skipped the stream would return
+  // before it ran: 20 fills of 32 MiB, the last one with 19.
+  const size_t bytes = 32u << 20;
+  void* buffer = MallocOrDie(bytes);
+  for (int value = 0; value < 20; ++value) {
+    ASSERT_EQ(MemsetAsync(buffer, value, bytes, reused), Error::kSuccess);
   }
   ASSERT_EQ(DeviceSynchronize(), Error::kSuccess) << GetLastErrorMessage();
   EXPECT_EQ(StreamQuery(reused), Error::kSuccess);
+  uint8_t last = 0;
+  ASSERT_EQ(Memcpy(&last, static_cast<char*>(buffer) + bytes - 1, 1,
+                   MemcpyKind::kDeviceToHost),
+            Error::kSuccess);
+  EXPECT_EQ(last, 19);
   EXPECT_EQ(StreamDestroy(reused), Error::kSuccess);
-  EXPECT_EQ(StreamDestroy(second), Error::kSuccess);
-  EXPECT_EQ(Free(a), Error::kSuccess);
-  EXPECT_EQ(Free(b), Error::kSuccess);
+  EXPECT_EQ(Free(buffer), Error::kSuccess);
 }
 
 // ---- Events -----------------------------------------------------------
