@@ -170,11 +170,12 @@ def test_relu_fast_path_is_used_and_matches_cpu():
     y = torch.relu(x.to("openreg"))
     assert _C._fast_path_launch_count() == before + 1
     torch.testing.assert_close(y.cpu(), torch.relu(x))
-    # A dense but transposed input keeps its layout, as on CPU.
-    transposed = torch.relu(x.to("openreg").t())
-    assert transposed.stride() == torch.relu(x.t()).stride()
-    torch.testing.assert_close(transposed.cpu(), torch.relu(x.t()))
+    # Channels-last keeps its layout, as on CPU.
+    image = torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last)
+    out = torch.relu(image.to("openreg"))
     assert _C._fast_path_launch_count() == before + 2
+    assert out.stride() == torch.relu(image).stride()
+    torch.testing.assert_close(out.cpu(), torch.relu(image))
 
 
 def test_relu_fast_path_hands_other_cases_to_the_fallback():
@@ -182,11 +183,147 @@ def test_relu_fast_path_hands_other_cases_to_the_fallback():
     before = _C._fast_path_launch_count()
     sliced = torch.relu(x.to("openreg")[:, ::3])  # not dense
     torch.testing.assert_close(sliced.cpu(), torch.relu(x[:, ::3]))
+    # Dense but transposed: the fallback's Meta answer gives CPU's layout.
+    transposed = torch.relu(x.to("openreg").t())
+    assert transposed.stride() == torch.relu(x.t()).stride()
+    torch.testing.assert_close(transposed.cpu(), torch.relu(x.t()))
     ints = torch.relu(torch.arange(-3, 3, device="openreg"))
-    assert _C._fast_path_launch_count() == before + 1  # ints only
+    assert _C._fast_path_launch_count() == before  # all three: fallback
     assert ints.cpu().tolist() == [0, 0, 0, 0, 1, 2]
     with pytest.raises(RuntimeError, match="Boolean inputs not supported"):
         torch.relu(torch.ones(3, dtype=torch.bool, device="openreg")).cpu()
+
+
+# Dense layouts whose size-1 dimensions carry strides CPU's TensorIterator
+# does not keep in its output: the output's strides must be CPU's, not the
+# input's.
+SIZE_ONE_LAYOUTS = [((3, 1), (1, 3)), ((3, 1, 4), (4, 7, 1)),
+                    ((1, 1), (9, 9)), ((2, 1, 4, 5), (20, 1, 5, 1))]
+
+
+@pytest.mark.parametrize("sizes,strides", SIZE_ONE_LAYOUTS)
+def test_fast_paths_give_cpus_strides_for_size_one_dimensions(sizes, strides):
+    base = torch.randn(64)
+    x = base.as_strided(sizes, strides)
+    x_dev = base.to("openreg").as_strided(sizes, strides)
+    before = _C._fast_path_launch_count()
+    for op in (torch.relu, lambda t: torch.add(t, t), lambda t: t * t):
+        out = op(x_dev)
+        assert out.stride() == op(x).stride(), (sizes, strides)
+        torch.testing.assert_close(out.cpu(), op(x))
+    assert _C._fast_path_launch_count() == before + 3
+
+
+BINARY_FAST_PATHS = [
+    ("add", lambda a, b: torch.add(a, b)),
+    ("add alpha", lambda a, b: torch.add(a, b, alpha=-2.5)),
+    ("sub", lambda a, b: a - b),
+    ("sub alpha", lambda a, b: torch.sub(a, b, alpha=3)),
+    ("mul", lambda a, b: a * b),
+    ("div", lambda a, b: a / b),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64,
+                                   torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("name,op", BINARY_FAST_PATHS,
+                         ids=[name for name, _ in BINARY_FAST_PATHS])
+def test_binary_fast_paths_are_used_and_match_cpu(name, op, dtype):
+    a = torch.randn(4, 3, 5, 6).to(dtype)
+    b = torch.randn(4, 3, 5, 6).to(dtype)
+    before = _C._fast_path_launch_count()
+    out = op(a.to("openreg"), b.to("openreg"))
+    assert _C._fast_path_launch_count() == before + 1
+    assert out.dtype == dtype and out.stride() == op(a, b).stride()
+    torch.testing.assert_close(out.cpu(), op(a, b), rtol=0, atol=0)
+    channels_last = [t.to(memory_format=torch.channels_last) for t in (a, b)]
+    out = op(*[t.to("openreg") for t in channels_last])
+    assert _C._fast_path_launch_count() == before + 2
+    assert out.stride() == op(*channels_last).stride()
+    torch.testing.assert_close(out.cpu(), op(*channels_last), rtol=0, atol=0)
+
+
+def test_binary_fast_paths_hand_other_cases_to_the_fallback():
+    a, b = torch.randn(4, 6), torch.randn(4, 6)
+    a_dev, b_dev = a.to("openreg"), b.to("openreg")
+    cases = [
+        ("broadcast", lambda x, y: x + y[0]),
+        ("python scalar", lambda x, y: x * 2.5),
+        ("mixed dtypes", lambda x, y: x + y.double()),
+        ("mixed layouts", lambda x, y: x * y.t().contiguous().t()),
+        ("transposed", lambda x, y: x.t() / y.t()),
+        ("integers", lambda x, y: x.long() + y.long()),
+        ("integer division", lambda x, y: x.long() / (y.long() + 7)),
+    ]
+    before = _C._fast_path_launch_count()
+    for name, op in cases:
+        out = op(a_dev, b_dev)
+        assert out.dtype == op(a, b).dtype, name
+        assert out.stride() == op(a, b).stride(), name
+        torch.testing.assert_close(out.cpu(), op(a, b), msg=name)
+    # The conversions above (.double(), .long(), contiguous) are other ops;
+    # none of the cases' own ops took a fast path.
+    assert _C._fast_path_launch_count() == before
+
+
+def test_binary_fast_paths_keep_cpus_errors_at_the_call():
+    a, b = torch.randn(5), torch.randn(5)
+    a_dev, b_dev = a.to("openreg"), b.to("openreg")
+    with pytest.raises(RuntimeError, match="alpha must not be a complex"):
+        torch.add(a_dev, b_dev, alpha=1j)
+    with pytest.raises(RuntimeError, match="Boolean alpha only supported"):
+        torch.sub(a_dev, b_dev, alpha=True)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.mul(a_dev, b)  # a CPU tensor that is not a 0-dim scalar
+    with pytest.raises(RuntimeError, match="must match the size"):
+        torch.div(a_dev, torch.randn(4, device="openreg"))
+
+
+def test_sum_fast_path_is_used_and_matches_cpu():
+    before = _C._fast_path_launch_count()
+    for dtype in (torch.float32, torch.float64, torch.float16,
+                  torch.bfloat16):
+        x = torch.randn(7, 9).to(dtype)
+        for view in (lambda t: t, lambda t: t.t(), lambda t: t[:, ::2]):
+            out = view(x.to("openreg")).sum()
+            assert out.dtype == dtype and out.dim() == 0
+            torch.testing.assert_close(out.cpu(), view(x).sum())
+    assert _C._fast_path_launch_count() == before + 12
+    # A dtype, integers, bool: the fallback, with CPU's promotions.
+    x = torch.arange(6)
+    assert x.to("openreg").sum().item() == 15
+    assert x.to("openreg").sum().dtype == torch.int64
+    assert x.bool().to("openreg").sum().dtype == torch.int64
+    assert x.float().to("openreg").sum(dtype=torch.float64).dtype == \
+        torch.float64
+    assert _C._fast_path_launch_count() == before + 12
+
+
+def test_fast_paths_keep_gradients():
+    a = torch.randn(3, 4, requires_grad=True)
+    b = torch.randn(3, 4, requires_grad=True)
+    a_dev = a.detach().to("openreg").requires_grad_()
+    b_dev = b.detach().to("openreg").requires_grad_()
+    before = _C._fast_path_launch_count()
+    out = ((a_dev + b_dev) * (a_dev - b_dev) / (b_dev * b_dev + 1)).sum()
+    assert _C._fast_path_launch_count() >= before + 5
+    out.backward()
+    expected = ((a + b) * (a - b) / (b * b + 1)).sum()
+    expected.backward()
+    torch.testing.assert_close(out.detach().cpu(), expected.detach())
+    torch.testing.assert_close(a_dev.grad.cpu(), a.grad)
+    torch.testing.assert_close(b_dev.grad.cpu(), b.grad)
+
+
+def test_fast_paths_respect_the_block_list():
+    x = torch.randn(8, device="openreg")
+    torch_openreg.block_op("aten::add.Tensor")
+    try:
+        with pytest.raises(NotImplementedError, match="aten::add"):
+            torch.add(x, x)
+    finally:
+        torch_openreg.unblock_op("aten::add.Tensor")
+    torch.testing.assert_close(torch.add(x, x).cpu(), (x + x).cpu())
 
 
 def test_relu_fast_path_gradient():
