@@ -324,6 +324,17 @@ def test_fast_paths_respect_the_block_list():
     finally:
         torch_openreg.unblock_op("aten::add.Tensor")
     torch.testing.assert_close(torch.add(x, x).cpu(), (x + x).cpu())
+    # sum(self) runs sum.dim_IntList on both routes (fast path, and the
+    # fallback for dtype=), so that name blocks both.
+    torch_openreg.block_op("aten::sum.dim_IntList")
+    try:
+        with pytest.raises(NotImplementedError, match="aten::sum"):
+            x.sum()
+        with pytest.raises(NotImplementedError, match="aten::sum"):
+            x.sum(dtype=torch.float64)
+    finally:
+        torch_openreg.unblock_op("aten::sum.dim_IntList")
+    torch.testing.assert_close(x.sum().cpu(), x.cpu().sum())
 
 
 def test_relu_fast_path_gradient():

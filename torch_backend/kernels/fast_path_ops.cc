@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <optional>
+#include <vector>
 
 #include "torch_backend/kernels/blocked_ops.h"
 #include "torch_backend/kernels/remote_fallback.h"
@@ -60,8 +61,8 @@ const c10::OperatorHandle& DivOp() {
   static const c10::OperatorHandle op = FindOp("aten::div", "Tensor");
   return op;
 }
-const c10::OperatorHandle& SumOp() {
-  static const c10::OperatorHandle op = FindOp("aten::sum", "");
+const c10::OperatorHandle& SumDimOp() {
+  static const c10::OperatorHandle op = FindOp("aten::sum", "dim_IntList");
   return op;
 }
 
@@ -179,15 +180,20 @@ at::Tensor BinaryFastPath(const at::Tensor& self, const at::Tensor& other) {
 }
 
 // sum(self): a 0-dim tensor of self's dtype (for plain floating dtypes),
-// whatever self's layout.
+// whatever self's layout. Both routes launch sum.dim_IntList, the op that
+// CPU's composite sum(self) calls and the daemon always ran for it (the
+// block list and profiles name it). dim=[] as the composite passes it, not
+// None: the CPU kernel builds a dimension mask for None and refuses a
+// tensor of more than 64 dimensions, which CPU sums.
 at::Tensor SumFastPath(const at::Tensor& self,
                        std::optional<at::ScalarType> dtype) {
+  const c10::IValue all_dims(std::vector<int64_t>{});
   if (dtype.has_value() || !IsPlainOperand(self) ||
-      IsOpBlocked(SumOp().operator_name())) {
-    return ViaFallback(SumOp(), {self, dtype});
+      IsOpBlocked(SumDimOp().operator_name())) {
+    return ViaFallback(SumDimOp(), {self, all_dims, false, dtype});
   }
-  return LaunchInto(SumOp(), {self, c10::IValue()}, self, {},
-                    c10::MemoryFormat::Contiguous);
+  return LaunchInto(SumDimOp(), {self, all_dims, false, c10::IValue()}, self,
+                    {}, c10::MemoryFormat::Contiguous);
 }
 
 }  // namespace
