@@ -9,6 +9,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "device_daemon/base/errors.h"
@@ -170,17 +171,30 @@ absl::Status KernelLaunch::RunAsynchronous(const ResolvedOp& resolved,
   if (one_list || returns.size() == static_cast<size_t>(op_.outputs_size())) {
     slots.reserve(op_.outputs_size());
     slot_outputs.reserve(op_.outputs_size());
+    // Beyond the learned outputs (a foreach op's list), each output takes
+    // the allocation of its size that a functional foreach op returns for
+    // it: one result per element, in order, so the k-th output of a size
+    // gets the k-th allocation of that size. Without this, every output
+    // after the first eight whose size an earlier one had was copied (an
+    // AdamW step's _foreach_sqrt spent 145 us a step in its reply). A
+    // wrong guess costs a copy, as before (kernel_workspace.h).
+    absl::flat_hash_map<size_t, int> earlier_outputs_of_size;
     for (int i = 0; i < op_.outputs_size(); ++i) {
       if (!one_list && returns[i].alias_info() != nullptr) continue;
       absl::StatusOr<at::Tensor> tensor = decoder_.DeviceTensor(op_.outputs(i));
       if (!tensor.ok()) return tensor.status();
+      int same_size_before = 0;
+      if (op_.outputs_size() > ResolvedOp::kLearnedOutputs &&
+          tensor->numel() > 0) {
+        same_size_before = earlier_outputs_of_size[tensor->nbytes()]++;
+      }
       if (tensor->numel() > 0 && tensor->is_non_overlapping_and_dense()) {
         KernelWorkspace::Slot& slot = slots.emplace_back();
         slot.data = tensor->data_ptr();
         slot.bytes = tensor->nbytes();
-        if (i < ResolvedOp::kLearnedOutputs) {
-          slot.take_ordinal = resolved.result_allocation[i];
-        }
+        slot.take_ordinal = i < ResolvedOp::kLearnedOutputs
+                                ? resolved.result_allocation[i]
+                                : same_size_before;
         slot_outputs.push_back(i);
       }
     }

@@ -1,7 +1,9 @@
 // A kernel that allocates its result gets the client's output memory for
 // it (kernel_workspace.h, placement), also when its first allocation of the
 // result's size is a temporary: the launch learns which allocation it
-// returned and places that one next time.
+// returned and places that one next time. A list of results (a functional
+// foreach op's) is placed element by element, past the learned outputs
+// too.
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/InferenceMode.h>
@@ -9,6 +11,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -17,6 +20,7 @@
 #include "device_daemon/execution/stream_context.h"
 #include "device_daemon/kernels/aten_op_runner.h"
 #include "device_daemon/kernels/kernel_workspace.h"
+#include "device_daemon/kernels/op_table.h"
 #include "device_daemon/sessions/session.h"
 #include "protos/commands.pb.h"
 #include "tests/cpp/test_sessions.h"
@@ -46,12 +50,33 @@ at::Tensor TemporaryThenResult(const at::Tensor& x) {
   return result;
 }
 
+// More results than a launch learns the placement of
+// (ResolvedOp::kLearnedOutputs), all of one size.
+constexpr int kListResults = 12;
+std::vector<const void*> g_last_list_results;
+
+// x * (i + 1) for each i, as a functional foreach op allocates its results:
+// one per element, in order.
+std::vector<at::Tensor> ScaledCopies(const at::Tensor& x) {
+  std::vector<at::Tensor> results;
+  g_last_list_results.clear();
+  for (int i = 0; i < kListResults; ++i) {
+    at::Tensor result = at::empty_like(x);
+    result.copy_(x).mul_(static_cast<double>(i + 1));
+    g_last_list_results.push_back(result.data_ptr());
+    results.push_back(std::move(result));
+  }
+  return results;
+}
+
 TORCH_LIBRARY(openreg_placement_test, m) {
   m.def("temporary_then_result(Tensor x) -> Tensor");
+  m.def("scaled_copies(Tensor x) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(openreg_placement_test, CPU, m) {
   m.impl("temporary_then_result", TORCH_FN(TemporaryThenResult));
+  m.impl("scaled_copies", TORCH_FN(ScaledCopies));
 }
 
 TEST(KernelWorkspaceTest, TheAllocationOfTheOrdinalAskedTakesTheSlot) {
@@ -103,6 +128,7 @@ class ResultPlacementTest : public ::testing::Test {
     context_.session = session_.get();
     x_ = *session_->Allocate(0, kBytes);
     out_ = *session_->Allocate(0, kBytes);
+    for (uint64_t& out : list_outs_) out = *session_->Allocate(0, kBytes);
     float* x = Data(x_);
     for (int64_t i = 0; i < kElements; ++i) x[i] = static_cast<float>(i);
     g_allocate_temporary_first = true;
@@ -133,12 +159,37 @@ class ResultPlacementTest : public ::testing::Test {
     return true;
   }
 
+  // Runs scaled_copies(x) into list_outs_; true when output i is
+  // x * (i + 1). `placed` gets how many results the kernel wrote in place.
+  bool LaunchList(uint64_t sequence, int* placed) {
+    proto::LaunchOp op;
+    op.set_name("openreg_placement_test::scaled_copies");
+    Ref(x_, op.add_arguments()->mutable_tensor());
+    for (uint64_t out : list_outs_) {
+      Ref(out, op.add_outputs());
+      std::fill_n(Data(out), kElements, 0.0F);
+    }
+    const absl::Status ran = runner_.Run(context_, op, sequence, nullptr);
+    EXPECT_TRUE(ran.ok()) << ran;
+    *placed = 0;
+    bool right = true;
+    for (int i = 0; i < kListResults; ++i) {
+      const float* out = Data(list_outs_[i]);
+      if (g_last_list_results[i] == out) ++*placed;
+      for (int64_t j = 0; j < kElements; ++j) {
+        right = right && out[j] == static_cast<float>((i + 1) * j);
+      }
+    }
+    return right;
+  }
+
   c10::InferenceMode inference_mode_;
   std::unique_ptr<Devices> devices_;
   std::unique_ptr<Session> session_;
   StreamContext context_;
   AtenOpRunner runner_;
   uint64_t x_ = 0, out_ = 0;
+  std::array<uint64_t, kListResults> list_outs_{};
 };
 
 TEST_F(ResultPlacementTest, AResultAllocatedAfterATemporaryIsPlacedNextTime) {
@@ -166,6 +217,18 @@ TEST_F(ResultPlacementTest, AKernelThatChangesItsAllocationsStillDelivers) {
   ASSERT_TRUE(Launch(5));
   ASSERT_TRUE(Launch(6));
   EXPECT_EQ(g_last_result, Data(out_));
+}
+
+TEST_F(ResultPlacementTest, EveryResultOfAListIsPlacedFromTheSecondLaunch) {
+  int placed = 0;
+  ASSERT_TRUE(LaunchList(1, &placed));
+  // The first output and those past the learned ones are placed at once;
+  // the others of the same size are copied, and learned.
+  EXPECT_EQ(placed, 1 + kListResults - ResolvedOp::kLearnedOutputs);
+  ASSERT_TRUE(LaunchList(2, &placed));
+  EXPECT_EQ(placed, kListResults);  // nothing copied
+  ASSERT_TRUE(LaunchList(3, &placed));
+  EXPECT_EQ(placed, kListResults);
 }
 
 }  // namespace
